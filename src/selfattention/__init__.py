@@ -1,0 +1,34 @@
+"""Self-attention from scratch: the NumPy implementations the course teaches.
+
+NumPy functions are the teaching implementations; PyTorch is the reference
+that the tests and chapters check them against.
+
+Shape letters, used in every docstring and on the book's notation page:
+
+====  ==========================================================
+B     batch size
+T     number of query tokens (sequence length)
+S     number of key/value tokens (S = T in self-attention)
+D     model width (``d_model``)
+H     number of heads
+Dh    width of one head, ``D // H`` (``d_k`` in the paper)
+====  ==========================================================
+
+Weight matrices act on the right, ``x @ w``, with ``w`` of shape
+``(d_in, d_out)``; a PyTorch ``nn.Linear`` weight is the transpose.
+"""
+
+from .attention import scaled_dot_product_attention, self_attention
+from .plotting import plot_attention, plot_token_grid
+from .scores import causal_mask, softmax
+
+__all__ = [
+    "softmax",
+    "causal_mask",
+    "scaled_dot_product_attention",
+    "self_attention",
+    "plot_attention",
+    "plot_token_grid",
+]
+
+__version__ = "0.1.0"

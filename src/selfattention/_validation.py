@@ -1,0 +1,86 @@
+"""Argument checks shared by the package's public functions.
+
+Every public function validates what it is given and raises ``ValueError``
+with a message that names what was expected and what arrived, so that a
+learner never has to decode a broadcasting traceback from deep inside NumPy.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+
+__all__: list[str] = []
+
+
+def as_float_array(x: Any, name: str) -> np.ndarray:
+    """Return ``x`` as a floating-point array; integer input becomes float64.
+
+    Boolean, complex and non-numeric input is rejected with a ``ValueError``.
+    Float arrays keep their precision (float32 stays float32).
+    """
+    try:
+        arr = np.asarray(x)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{name} must be an array of numbers; could not convert it: {exc}") from None
+    if arr.dtype == np.bool_:
+        raise ValueError(f"{name} must be an array of numbers; got a boolean array (dtype bool)")
+    if np.issubdtype(arr.dtype, np.integer):
+        return arr.astype(np.float64)
+    if not np.issubdtype(arr.dtype, np.floating):
+        raise ValueError(f"{name} must be an array of real numbers; got dtype {arr.dtype}")
+    return arr
+
+
+def check_min_ndim(arr: np.ndarray, name: str, min_ndim: int, layout: str) -> None:
+    """Raise if ``arr`` has fewer than ``min_ndim`` axes; ``layout`` describes them."""
+    if arr.ndim < min_ndim:
+        raise ValueError(
+            f"{name} must have at least {min_ndim} axes {layout}; got shape {arr.shape}"
+        )
+
+
+def check_matrix_shape(arr: np.ndarray, name: str, expected: tuple[int, int], meaning: str) -> None:
+    """Raise if the 2-D weight ``arr`` does not have shape ``expected``."""
+    if arr.shape != expected:
+        raise ValueError(f"{name} must have shape {meaning} = {expected}; got {arr.shape}")
+
+
+def check_no_nan_or_posinf(arr: np.ndarray, name: str) -> None:
+    """Raise if ``arr`` holds NaN or +inf; -inf is allowed (it marks a blocked entry)."""
+    if np.isnan(arr).any():
+        raise ValueError(f"{name} must not contain NaN; found {int(np.isnan(arr).sum())} NaN value(s)")
+    if np.isposinf(arr).any():
+        raise ValueError(
+            f"{name} must be finite or -inf (for blocked entries); found "
+            f"{int(np.isposinf(arr).sum())} +inf value(s)"
+        )
+
+
+def check_axis(axis: Any, ndim: int, name: str = "axis") -> int:
+    """Return ``axis`` as a non-negative index into an array with ``ndim`` axes."""
+    if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, numbers.Integral):
+        raise ValueError(f"{name} must be an integer; got {axis!r} of type {type(axis).__name__}")
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{name}={axis} is out of range for an array with {ndim} axes")
+    return int(axis) % ndim
+
+
+def check_positive_int(value: Any, name: str) -> int:
+    """Return ``value`` as an int, raising unless it is an integer >= 1."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be a positive integer; got {value!r} of type {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be a positive integer; got {value}")
+    return int(value)
+
+
+def check_real_scalar(value: Any, name: str) -> float:
+    """Return ``value`` as a finite float, raising for bools, arrays, NaN and infinities."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{name} must be a real number; got {value!r} of type {type(value).__name__}")
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite; got {value}")
+    return float(value)

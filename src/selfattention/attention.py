@@ -1,0 +1,204 @@
+"""Scaled dot-product attention and single-head self-attention in NumPy.
+
+Shape letters (see the notation page): T query tokens, S key tokens, D model
+width, Dk query/key width, Dv value width; ``...`` is any number of leading
+batch axes.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ._validation import (
+    as_float_array,
+    check_matrix_shape,
+    check_min_ndim,
+    check_no_nan_or_posinf,
+    check_real_scalar,
+)
+from .scores import _softmax
+
+__all__ = ["scaled_dot_product_attention", "self_attention"]
+
+
+def scaled_dot_product_attention(
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    mask: ArrayLike | None = None,
+    scale: float | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Scaled dot-product attention, returning the output and the weights.
+
+    .. math::
+
+        \operatorname{Attention}(Q, K, V) =
+        \operatorname{softmax}\!\left(s\, Q K^\top + M\right) V,
+        \qquad s = \frac{1}{\sqrt{d_k}}
+
+    Parameters
+    ----------
+    q : array_like, shape (..., T, Dk)
+        Queries. Integer arrays are promoted to float64.
+    k : array_like, shape (..., S, Dk)
+        Keys.
+    v : array_like, shape (..., S, Dv)
+        Values.
+    mask : array_like, optional
+        Broadcasts to the scores' shape ``(..., T, S)``. Either boolean, where
+        True means *the query may attend to this key* (the convention of
+        ``torch.nn.functional.scaled_dot_product_attention``), or floating,
+        in which case it is added to the scores (0 keeps, ``-inf`` blocks).
+    scale : float, optional
+        Multiplies the scores; defaults to ``1 / sqrt(Dk)``.
+
+    Returns
+    -------
+    out : numpy.ndarray, shape (..., T, Dv)
+        The attention output.
+    weights : numpy.ndarray, shape (..., T, S)
+        The attention weights. Each row is non-negative and sums to 1, except
+        a query whose every key is blocked: its weights and output are 0, as in
+        PyTorch's ``scaled_dot_product_attention``, with no NaN and no warning.
+
+    Raises
+    ------
+    ValueError
+        If an input has fewer than 2 axes, the last axes of ``q`` and ``k``
+        differ, ``k`` and ``v`` hold different numbers of tokens, the batch axes
+        do not broadcast, the mask does not broadcast to ``(..., T, S)`` or is
+        of integer type, or ``scale`` is not a finite real number.
+
+    Notes
+    -----
+    See chapter 1 (one query by hand, then the matrix form) and chapter 2.
+    """
+    q = as_float_array(q, "q")
+    k = as_float_array(k, "k")
+    v = as_float_array(v, "v")
+    check_min_ndim(q, "q", 2, "(..., T, Dk)")
+    check_min_ndim(k, "k", 2, "(..., S, Dk)")
+    check_min_ndim(v, "v", 2, "(..., S, Dv)")
+    if q.shape[-1] != k.shape[-1]:
+        raise ValueError(
+            f"q has {q.shape[-1]} features but k has {k.shape[-1]}; "
+            f"the last axes of q and k must match (q {q.shape}, k {k.shape})"
+        )
+    if k.shape[-2] != v.shape[-2]:
+        raise ValueError(
+            f"k has {k.shape[-2]} tokens but v has {v.shape[-2]}; every key needs "
+            f"one value (k {k.shape}, v {v.shape})"
+        )
+    T, S, Dk = q.shape[-2], k.shape[-2], q.shape[-1]
+    if 0 in (T, S, Dk):
+        raise ValueError(f"attention needs T, S and Dk of at least 1; got T={T}, S={S}, Dk={Dk}")
+    try:
+        np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"the leading (batch) axes of q {q.shape[:-2]}, k {k.shape[:-2]} and "
+            f"v {v.shape[:-2]} do not broadcast together"
+        ) from None
+    scale = 1.0 / math.sqrt(Dk) if scale is None else check_real_scalar(scale, "scale")
+
+    scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (T, S)
+    mask = _check_mask(mask, scores_shape)
+
+    scores = np.matmul(q, np.swapaxes(k, -1, -2))  # (..., T, S)
+    scores *= scale
+    if mask is not None:
+        if mask.dtype == np.bool_:
+            np.copyto(scores, -np.inf, where=~mask)  # True = attend, so block where False
+        else:
+            scores += mask
+    weights = _softmax(scores, axis=-1)  # (..., T, S)
+    out = np.matmul(weights, v)  # (..., T, Dv)
+    return out, weights
+
+
+def _check_mask(mask: Any, scores_shape: tuple[int, ...]) -> np.ndarray | None:
+    """Validate an attention mask against the scores' shape and return it as an array."""
+    if mask is None:
+        return None
+    try:
+        mask = np.asarray(mask)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"mask must be an array; could not convert it: {exc}") from None
+    if mask.dtype != np.bool_ and not np.issubdtype(mask.dtype, np.floating):
+        raise ValueError(
+            "mask must be boolean (True = attend) or floating (added to the scores: "
+            f"0 keeps, -inf blocks); got dtype {mask.dtype}. For a 0/1 mask, pass mask.astype(bool)"
+        )
+    try:
+        fits = np.broadcast_shapes(mask.shape, scores_shape) == scores_shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"mask of shape {mask.shape} does not broadcast to the scores' shape "
+            f"(..., T, S) = {scores_shape}"
+        )
+    if mask.dtype != np.bool_:
+        check_no_nan_or_posinf(mask, "mask")
+    return mask
+
+
+def self_attention(
+    x: ArrayLike,
+    w_qkv: ArrayLike,
+    w_out: ArrayLike,
+    mask: ArrayLike | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Single-head self-attention with fused query/key/value projections.
+
+    .. math::
+
+        [Q \mid K \mid V] = X W_{qkv}, \qquad
+        Y = \operatorname{softmax}\!\left(\frac{Q K^\top}{\sqrt{D}} + M\right) V \, W_{out}
+
+    The weights follow ``torch.nn.MultiheadAttention(D, 1, bias=False)``:
+    ``w_qkv`` is ``in_proj_weight.T`` and ``w_out`` is ``out_proj.weight.T``.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., T, D)
+        Input tokens, with any leading batch axes.
+    w_qkv : array_like, shape (D, 3 * D)
+        Column blocks ``[W_q | W_k | W_v]``, in that order.
+    w_out : array_like, shape (D, D)
+        Output projection.
+    mask : array_like, optional
+        As in :func:`scaled_dot_product_attention`; broadcasts to ``(..., T, T)``.
+
+    Returns
+    -------
+    y : numpy.ndarray, shape (..., T, D)
+        The output, one vector per input token.
+    weights : numpy.ndarray, shape (..., T, T)
+        The attention weights.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` has fewer than 2 axes, a weight has the wrong shape, or the
+        mask is invalid.
+
+    Notes
+    -----
+    See chapter 2 (single head on ViT-shaped input) and chapter 3 (batched).
+    """
+    x = as_float_array(x, "x")
+    check_min_ndim(x, "x", 2, "(..., T, D)")
+    D = x.shape[-1]
+    w_qkv = as_float_array(w_qkv, "w_qkv")
+    w_out = as_float_array(w_out, "w_out")
+    check_matrix_shape(w_qkv, "w_qkv", (D, 3 * D), f"(D, 3*D) for x with D={D}")
+    check_matrix_shape(w_out, "w_out", (D, D), f"(D, D) for x with D={D}")
+
+    q, k, v = np.split(x @ w_qkv, 3, axis=-1)  # each (..., T, D)
+    out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
+    return out @ w_out, weights  # (..., T, D), (..., T, T)

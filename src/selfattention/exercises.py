@@ -1,0 +1,239 @@
+"""Checkers for the chapters' exercises.
+
+Each ``check_*`` function calls the learner's function on a fixed set of cases
+(the chapter's own example plus seeded random inputs), compares the answer with
+the package's reference implementation, and returns a :class:`CheckResult`.
+A notebook cell that ends with the check shows ``PASS ...`` or ``FAIL ...``
+with the first case that went wrong and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .attention import scaled_dot_product_attention
+from .scores import softmax
+
+__all__ = [
+    "CheckResult",
+    "check_single_query",
+    "check_attention_matrix",
+    "check_softmax_temperature",
+    "check_stable_softmax",
+    "check_single_head",
+    "check_head_parameter_count",
+]
+
+
+@dataclass(frozen=True, repr=False)
+class CheckResult:
+    """Outcome of an exercise check; truthy when the check passed.
+
+    Attributes
+    ----------
+    exercise : str
+        Which exercise was checked.
+    passed : bool
+        Whether every case matched the reference.
+    detail : str
+        What was checked, or the first case that failed and why.
+    """
+
+    exercise: str
+    passed: bool
+    detail: str
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def __repr__(self) -> str:
+        return f"{'PASS' if self.passed else 'FAIL'} {self.exercise}: {self.detail}"
+
+
+@dataclass(frozen=True)
+class _Case:
+    description: str
+    args: tuple[Any, ...]
+    expected: Any
+
+
+def _run(exercise: str, candidate: Any, cases: Sequence[_Case], compare: Callable[[Any, Any], str | None]) -> CheckResult:
+    """Run ``candidate`` on every case; stop at the first mismatch."""
+    if not callable(candidate):
+        raise ValueError(f"expected the function to check for {exercise}; got {type(candidate).__name__}")
+    for number, case in enumerate(cases, start=1):
+        try:
+            got = candidate(*case.args)
+        except NotImplementedError:
+            return CheckResult(exercise, False, "not implemented yet: replace `raise NotImplementedError` with your code")
+        except Exception as exc:  # the learner's code may raise anything; report it
+            return CheckResult(exercise, False, f"case {number} ({case.description}) raised {type(exc).__name__}: {exc}")
+        problem = compare(got, case.expected)
+        if problem is not None:
+            return CheckResult(exercise, False, f"case {number} ({case.description}): {problem}")
+    return CheckResult(exercise, True, f"matches the reference on all {len(cases)} cases")
+
+
+def _compare_array(got: Any, expected: np.ndarray, name: str, rtol: float, atol: float) -> str | None:
+    try:
+        got = np.asarray(got, dtype=np.float64)
+    except (TypeError, ValueError):
+        return f"{name} should be an array of numbers; got {type(got).__name__}"
+    if got.shape != expected.shape:
+        return f"{name} should have shape {expected.shape}; got {got.shape}"
+    if not np.isfinite(got).all():
+        return f"{name} contains NaN or inf (did the exponentials overflow?)"
+    if not np.allclose(got, expected, rtol=rtol, atol=atol):
+        worst = float(np.max(np.abs(got - expected)))
+        return f"{name} differs from the reference by up to {worst:.3g}"
+    return None
+
+
+def _compare_pair(names: tuple[str, str], rtol: float = 1e-7, atol: float = 1e-9) -> Callable[[Any, Any], str | None]:
+    """Compare a returned ``(a, b)`` pair, element by element."""
+
+    def compare(got: Any, expected: tuple[np.ndarray, np.ndarray]) -> str | None:
+        if not isinstance(got, tuple) or len(got) != 2:
+            return f"should return a pair ({names[0]}, {names[1]}); got {type(got).__name__}"
+        for value, reference, name in zip(got, expected, names):
+            problem = _compare_array(value, reference, name, rtol, atol)
+            if problem is not None:
+                return problem
+        return None
+
+    return compare
+
+
+def _compare_single(name: str, rtol: float = 1e-7, atol: float = 1e-9) -> Callable[[Any, Any], str | None]:
+    return lambda got, expected: _compare_array(got, expected, name, rtol, atol)
+
+
+def _word_example() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The four one-hot-ish words and integer W_Q, W_K, W_V of chapter 1."""
+    words = np.array([[1, 0, 0], [0, 1, 0], [1, 1, 0], [0, 0, 1]])
+    legacy = np.random.RandomState(42)  # the same stream as np.random.seed(42)
+    w_q, w_k, w_v = (legacy.randint(3, size=(3, 3)) for _ in range(3))
+    return words, w_q, w_k, w_v
+
+
+# --- Chapter 1 -----------------------------------------------------------------
+
+
+def check_single_query(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(query, keys, values) -> (output, weights)`` for one query.
+
+    ``query`` has shape (Dk,), ``keys`` (S, Dk) and ``values`` (S, Dv); the
+    answer is the output vector (Dv,) and the weights (S,), scaled by
+    ``1/sqrt(Dk)``. See chapter 1, exercise 1.
+    """
+    words, w_q, w_k, w_v = _word_example()
+    rng = np.random.default_rng(101)
+    cases = []
+    for index in range(4):
+        query, keys, values = words[index] @ w_q, words @ w_k, words @ w_v
+        cases.append((f"word example, query {index + 1}", query, keys, values))
+    for S, Dk, Dv in [(1, 3, 2), (5, 8, 4), (7, 2, 3)]:
+        cases.append((f"random, S={S}, Dk={Dk}, Dv={Dv}", rng.normal(size=Dk), rng.normal(size=(S, Dk)), rng.normal(size=(S, Dv))))
+    built = []
+    for description, query, keys, values in cases:
+        out, weights = scaled_dot_product_attention(query[None, :], keys, values)
+        built.append(_Case(description, (query, keys, values), (out[0], weights[0])))
+    return _run("single-query attention", fn, built, _compare_pair(("output", "weights")))
+
+
+def check_attention_matrix(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(words, w_q, w_k, w_v) -> (output, weights)`` in matrix form.
+
+    ``words`` has shape (T, D) and each weight (D, Dk) or (D, Dv); the answer is
+    the output (T, Dv) and the weights (T, T). See chapter 1, exercise 2.
+    """
+    words, w_q, w_k, w_v = _word_example()
+    rng = np.random.default_rng(102)
+    cases = [("word example", words, w_q, w_k, w_v)]
+    for T, D, Dk, Dv in [(1, 3, 3, 3), (6, 4, 2, 5), (9, 8, 8, 8)]:
+        cases.append((
+            f"random, T={T}, D={D}, Dk={Dk}, Dv={Dv}",
+            rng.normal(size=(T, D)), rng.normal(size=(D, Dk)), rng.normal(size=(D, Dk)), rng.normal(size=(D, Dv)),
+        ))
+    built = [
+        _Case(description, (x, wq, wk, wv), scaled_dot_product_attention(x @ wq, x @ wk, x @ wv))
+        for description, x, wq, wk, wv in cases
+    ]
+    return _run("attention in matrix form", fn, built, _compare_pair(("output", "weights")))
+
+
+def check_softmax_temperature(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(scores, tau)``: a softmax over the last axis of ``scores / tau``.
+
+    See chapter 1, exercise 3.
+    """
+    words, w_q, w_k, _ = _word_example()
+    word_scores = (words @ w_q) @ (words @ w_k).T
+    rng = np.random.default_rng(103)
+    cases = [("word scores, tau=sqrt(3)", word_scores, float(np.sqrt(3.0))), ("word scores, tau=1", word_scores, 1.0)]
+    for shape, tau in [((5,), 0.5), ((3, 4), 2.0), ((2, 3, 6), 10.0)]:
+        cases.append((f"random {shape}, tau={tau}", rng.normal(scale=3.0, size=shape), tau))
+    built = [_Case(d, (s, tau), softmax(s / tau, axis=-1)) for d, s, tau in cases]
+    return _run("softmax with temperature", fn, built, _compare_single("weights"))
+
+
+# --- Chapter 2 -----------------------------------------------------------------
+
+
+def check_stable_softmax(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(x)``: a softmax over the last axis that survives huge scores.
+
+    The cases include scores around +-1e4 in float64 and in the hundreds in
+    float32, where a softmax that does not subtract the maximum overflows.
+    See chapter 2, exercise 1.
+    """
+    rng = np.random.default_rng(201)
+    cases = [
+        ("small scores", rng.normal(size=(3, 5))),
+        ("scores around +1e4", 1e4 + rng.normal(size=(4, 6))),
+        ("scores around -1e4", -1e4 + rng.normal(size=(4, 6))),
+        ("float32 scores in the hundreds", (300.0 * rng.normal(size=(2, 3, 7))).astype(np.float32)),
+        ("a single score per row", rng.normal(size=(5, 1))),
+    ]
+    built = [_Case(d, (x,), softmax(x.astype(np.float64), axis=-1)) for d, x in cases]
+    return _run("stable softmax", fn, built, _compare_single("weights", rtol=1e-5, atol=1e-6))
+
+
+def check_single_head(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(x, w_q, w_k, w_v, w_o) -> output`` for one attention head.
+
+    ``x`` is (B, T, D); ``w_q``, ``w_k``, ``w_v`` are (D, Dk) and ``w_o`` is
+    (Dk, D); the output is (B, T, D), with scores scaled by ``1/sqrt(Dk)``.
+    See chapter 2, exercise 2.
+    """
+    rng = np.random.default_rng(202)
+    built = []
+    for B, T, D, Dk in [(1, 1, 4, 2), (2, 5, 6, 3), (3, 9, 12, 4)]:
+        x = rng.normal(size=(B, T, D))
+        w_q, w_k, w_v = (rng.normal(scale=D ** -0.5, size=(D, Dk)) for _ in range(3))
+        w_o = rng.normal(scale=Dk ** -0.5, size=(Dk, D))
+        out, _ = scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)
+        built.append(_Case(f"B={B}, T={T}, D={D}, Dk={Dk}", (x, w_q, w_k, w_v, w_o), out @ w_o))
+    return _run("single head", fn, built, _compare_single("output"))
+
+
+def check_head_parameter_count(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(d_model, d_k) -> int``: the weights in W_q, W_k, W_v and W_o.
+
+    No biases, as in chapter 2. See chapter 2, exercise 3.
+    """
+    cases = [(768, 64), (512, 64), (3, 3), (10, 7)]
+
+    def compare(got: Any, expected: int) -> str | None:
+        if isinstance(got, (bool, np.bool_)) or not isinstance(got, (int, np.integer)):
+            return f"should return an integer; got {type(got).__name__}"
+        if got != expected:
+            return f"got {int(got)}, which is not the number of entries in W_q, W_k, W_v and W_o"
+        return None
+
+    built = [_Case(f"d_model={d}, d_k={k}", (d, k), 4 * d * k) for d, k in cases]
+    return _run("parameter count", fn, built, compare)

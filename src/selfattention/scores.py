@@ -1,0 +1,123 @@
+"""From scores to weights: a numerically stable softmax and the causal mask.
+
+Taught in chapter 1 (the softmax over one query's scores) and chapter 2 (why the
+softmax must subtract the maximum). The causal mask is used from chapter 3 on.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
+
+from ._validation import (
+    as_float_array,
+    check_axis,
+    check_no_nan_or_posinf,
+    check_positive_int,
+)
+
+__all__ = ["softmax", "causal_mask"]
+
+
+def softmax(x: ArrayLike, axis: int = -1) -> np.ndarray:
+    r"""Numerically stable softmax along one axis.
+
+    .. math::
+
+        \operatorname{softmax}(x)_i = \frac{e^{x_i - m}}{\sum_j e^{x_j - m}},
+        \qquad m = \max_j x_j
+
+    Subtracting the maximum :math:`m` changes nothing mathematically (it cancels
+    between numerator and denominator) but keeps every exponent at or below 0, so
+    ``exp`` cannot overflow. Scores of ``-inf`` mark blocked entries and get
+    weight 0. A slice that is ``-inf`` everywhere has nothing to attend to; it gets
+    all-zero weights rather than NaN, the convention of PyTorch's
+    ``scaled_dot_product_attention``.
+
+    Parameters
+    ----------
+    x : array_like
+        Scores of any shape with at least one axis. Integers are promoted to
+        float64; float32 stays float32. Values must be finite or ``-inf``.
+    axis : int, default -1
+        The axis to normalise over.
+
+    Returns
+    -------
+    numpy.ndarray
+        Same shape as ``x``. Along ``axis`` the entries are non-negative and
+        sum to 1 (or are all 0 where every score was ``-inf``).
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is not real-valued, is 0-dimensional, has length 0 along
+        ``axis``, or contains NaN or ``+inf``; or if ``axis`` is out of range.
+
+    Notes
+    -----
+    See chapter 1 (the word-vector example) and chapter 2 (overflow).
+    """
+    x = as_float_array(x, "x")
+    if x.ndim == 0:
+        raise ValueError("x must have at least 1 axis; got a 0-dimensional scalar")
+    axis = check_axis(axis, x.ndim)
+    if x.shape[axis] == 0:
+        raise ValueError(f"x has length 0 along axis {axis} (shape {x.shape}); softmax needs at least one entry")
+    check_no_nan_or_posinf(x, "x")
+    return _softmax(x, axis)
+
+
+def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
+    """Softmax without argument checks, for callers that have validated ``x``."""
+    row_max = np.max(x, axis=axis, keepdims=True)
+    # A row that is -inf everywhere would give (-inf) - (-inf) = NaN; shift it by 0
+    # instead, so that every exp() is exp(-inf) = 0 and the row sums to 0.
+    row_max[np.isneginf(row_max)] = 0.0
+    weights = np.exp(x - row_max)
+    total = weights.sum(axis=axis, keepdims=True)
+    # Divide only where the row has mass; fully blocked rows stay all-zero.
+    np.divide(weights, total, out=weights, where=total > 0)
+    return weights
+
+
+def causal_mask(T: int, dtype: DTypeLike = np.float64) -> np.ndarray:
+    r"""Additive causal mask: 0 on and below the diagonal, ``-inf`` above it.
+
+    .. math::
+
+        M_{ij} = \begin{cases} 0 & j \le i \\ -\infty & j > i \end{cases}
+
+    Added to a ``(T, T)`` score matrix, it stops query ``i`` from attending to
+    any later position ``j > i``.
+
+    Parameters
+    ----------
+    T : int
+        Sequence length, at least 1.
+    dtype : numpy dtype, default float64
+        A floating dtype for the result.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(T, T)``.
+
+    Raises
+    ------
+    ValueError
+        If ``T`` is not a positive integer or ``dtype`` is not a floating type.
+
+    Notes
+    -----
+    See chapter 3 (the causal mask).
+    """
+    T = check_positive_int(T, "T")
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError as exc:
+        raise ValueError(f"dtype must be a NumPy floating dtype; got {dtype!r} ({exc})") from None
+    if not np.issubdtype(dtype, np.floating):
+        raise ValueError(f"dtype must be a floating dtype (it holds -inf); got {dtype}")
+    above_diagonal = np.triu(np.ones((T, T), dtype=bool), k=1)
+    return np.where(above_diagonal, -np.inf, 0.0).astype(dtype)

@@ -1,0 +1,93 @@
+"""Each exercise checker passes a right answer and fails wrong ones with a useful message."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from selfattention import scaled_dot_product_attention, softmax
+from selfattention import exercises as ex
+
+
+def _single_query(query, keys, values):
+    out, weights = scaled_dot_product_attention(query[None, :], keys, values)
+    return out[0], weights[0]
+
+
+def _attention_matrix(words, w_q, w_k, w_v):
+    return scaled_dot_product_attention(words @ w_q, words @ w_k, words @ w_v)
+
+
+def _single_head(x, w_q, w_k, w_v, w_o):
+    out, _ = scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)
+    return out @ w_o
+
+
+def _naive_softmax(x):
+    e = np.exp(x)  # no max subtraction: overflows on large scores
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+RIGHT = [
+    (ex.check_single_query, _single_query),
+    (ex.check_attention_matrix, _attention_matrix),
+    (ex.check_softmax_temperature, lambda s, tau: softmax(np.asarray(s) / tau)),
+    (ex.check_stable_softmax, softmax),
+    (ex.check_single_head, _single_head),
+    (ex.check_head_parameter_count, lambda d_model, d_k: 4 * d_model * d_k),
+]
+
+
+@pytest.mark.parametrize(("check", "answer"), RIGHT)
+def test_right_answers_pass(check, answer):
+    result = check(answer)
+    assert result.passed and bool(result)
+    assert repr(result).startswith("PASS ") and "matches the reference on all" in repr(result)
+
+
+@pytest.mark.parametrize(("check", "_"), RIGHT)
+def test_a_stub_is_reported_as_not_implemented(check, _):
+    def stub(*args):
+        raise NotImplementedError
+
+    result = check(stub)
+    assert not result
+    assert repr(result).endswith("not implemented yet: replace `raise NotImplementedError` with your code")
+
+
+@pytest.mark.parametrize(
+    ("check", "wrong", "message"),
+    [
+        (ex.check_single_query, lambda q, k, v: _single_query(q * np.sqrt(q.shape[0]), k, v),
+         r"case 1 \(word example, query 1\): output differs from the reference by up to"),
+        (ex.check_single_query, lambda q, k, v: _single_query(q, k, v)[::-1],
+         r"case 1 \(word example, query 1\): output should have shape \(3,\); got \(4,\)"),
+        (ex.check_attention_matrix, lambda *a: _attention_matrix(*a)[0],
+         r"should return a pair \(output, weights\); got ndarray"),
+        (ex.check_softmax_temperature, lambda s, tau: softmax(np.asarray(s) * tau),
+         r"case 1 \(word scores, tau=sqrt\(3\)\): weights differs"),
+        (ex.check_stable_softmax, _naive_softmax,
+         r"case 2 \(scores around \+1e4\): weights contains NaN or inf \(did the exponentials overflow\?\)"),
+        (ex.check_single_head, lambda x, wq, wk, wv, wo: x,
+         r"case 1 \(B=1, T=1, D=4, Dk=2\): output differs from the reference"),
+        (ex.check_head_parameter_count, lambda d_model, d_k: 3 * d_model * d_k,
+         r"case 1 \(d_model=768, d_k=64\): got 147456, which is not the number of entries"),
+        (ex.check_head_parameter_count, lambda d_model, d_k: 4.0 * d_model * d_k,
+         r"should return an integer; got float"),
+        (ex.check_single_head, lambda *a: 1 / 0,
+         r"case 1 \(B=1, T=1, D=4, Dk=2\) raised ZeroDivisionError: division by zero"),
+    ],
+)
+def test_wrong_answers_fail_with_the_first_bad_case(check, wrong, message):
+    with np.errstate(over="ignore", invalid="ignore"):
+        result = check(wrong)
+    assert not result.passed
+    assert repr(result).startswith("FAIL ")
+    assert re.search(message, repr(result)), repr(result)
+
+
+def test_checkers_reject_something_that_is_not_a_function():
+    with pytest.raises(ValueError, match=r"expected the function to check for stable softmax; got int"):
+        ex.check_stable_softmax(3)
