@@ -1,0 +1,46 @@
+# Self-Attention from Scratch: set-up, build, test.
+#   make book   - set up .venv and build the site into _build/html
+#   make test   - set up .venv and run the unit tests and strict nbval over every chapter
+#   make lab    - open JupyterLab on chapters/
+#   make execute - re-run every chapter top to bottom and save its outputs
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+# Put the venv first, so that Jupyter kernels started from here run its Python.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
+
+.PHONY: help install book test test-stable lab execute clean
+
+help:
+	@sed -n '2,5p' Makefile | sed 's/^# *//'
+
+$(STAMP): requirements.txt constraints.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	touch $@
+
+install: $(STAMP)
+
+book: $(STAMP)
+	$(BIN)/jupyter-book build . -W -n --keep-going
+	$(BIN)/python scripts/check_site.py _build/html
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+# The chapters' outputs must not depend on the run or the thread count.
+test-stable: $(STAMP)
+	$(BIN)/python -m pytest chapters
+	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest chapters
+
+lab: $(STAMP)
+	$(BIN)/jupyter lab --notebook-dir=chapters
+
+execute: $(STAMP)
+	$(BIN)/python scripts/execute_chapters.py chapters/*.ipynb
+
+clean:
+	rm -rf _build
