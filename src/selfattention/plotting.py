@@ -77,7 +77,7 @@ def plot_attention(
         annotate = T <= _ANNOTATE_UP_TO and S <= _ANNOTATE_UP_TO
 
     if ax is None:
-        _, ax = plt.subplots(figsize=(1.0 + 0.9 * S, 0.8 + 0.8 * T) if annotate else (6, 5))
+        _, ax = plt.subplots(figsize=(1.8 + 0.9 * S, 0.8 + 0.8 * T) if annotate else (6, 5))
     image = ax.imshow(weights, cmap=cmap, vmin=0.0, vmax=max(float(weights.max()), 1e-12))
     ax.figure.colorbar(image, ax=ax, label="attention weight")
     ax.set_xlabel("key")

@@ -1,0 +1,77 @@
+"""The chapters as published: listed in the book, run fast, and committed from a clean run.
+
+nbval (``--nbval`` in ``make test``) re-executes every chapter and compares each
+output with the committed one. These tests cover what nbval does not: the
+time budget, the hygiene of the committed outputs, and the exercises' layout.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
+MAX_SECONDS = 20  # per chapter, kernel start included, on a 2-core machine
+
+
+def _load_executor():
+    spec = importlib.util.spec_from_file_location("execute_chapters", ROOT / "scripts" / "execute_chapters.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.execute
+
+
+def _code_cells(path: Path) -> list[nbformat.NotebookNode]:
+    return [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+
+
+def _text(output: nbformat.NotebookNode) -> str:
+    if output.output_type == "stream":
+        return output.text
+    return output.get("data", {}).get("text/plain", "")
+
+
+def test_the_toc_lists_exactly_the_chapters():
+    toc = (ROOT / "_toc.yml").read_text()
+    listed = re.findall(r"file:\s*(chapters/\S+)", toc)
+    assert listed == [f"chapters/{p.stem}" for p in CHAPTERS]
+    assert len(CHAPTERS) >= 2
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_chapter_runs_top_to_bottom_within_the_time_budget(path):
+    execute = _load_executor()
+    notebook, seconds = execute(path)  # raises CellExecutionError if any cell fails
+    assert seconds < MAX_SECONDS, f"{path.name} took {seconds:.1f} s to execute; the budget is {MAX_SECONDS} s"
+    assert all(c.execution_count is not None for c in notebook.cells if c.cell_type == "code")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_committed_outputs_come_from_one_clean_run(path):
+    cells = _code_cells(path)
+    assert [c.execution_count for c in cells] == list(range(1, len(cells) + 1)), "re-run the chapter with `make execute`"
+    for cell in cells:
+        for output in cell.outputs:
+            assert output.output_type != "error", f"stored error in cell {cell.execution_count}"
+            assert output.get("name") != "stderr", f"stderr (a warning?) in cell {cell.execution_count}: {output.text[:200]}"
+            assert not re.search(r"/(root|tmp|home|work|Users)/", _text(output)), f"a machine path in cell {cell.execution_count}"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_exercises_have_a_stub_and_a_collapsed_passing_solution(path):
+    cells = _code_cells(path)
+    checks = [c for c in cells if re.search(r"^check_\w+\(", c.source, re.MULTILINE)]
+    stubs = [c for c in checks if "raise NotImplementedError" in c.source]
+    solutions = [c for c in checks if c.source.startswith("# Solution")]
+    assert 2 <= len(stubs) == len(solutions) <= 3, "each chapter ends with 2-3 exercises, each with a solution"
+    assert len(checks) == len(stubs) + len(solutions)
+    for stub in stubs:
+        assert _text(stub.outputs[-1]).startswith("FAIL ") and "not implemented yet" in _text(stub.outputs[-1])
+    for solution in solutions:
+        assert "hide-input" in solution.metadata.get("tags", []), "solutions sit in a collapsed cell"
+        assert _text(solution.outputs[-1]).startswith("PASS "), _text(solution.outputs[-1])
