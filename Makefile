@@ -36,8 +36,11 @@ test-stable: $(STAMP)
 	$(BIN)/python -m pytest chapters
 	OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(BIN)/python -m pytest chapters
 
+# Jupyter refuses to run as root unless told to; containers often run as root.
+LAB_ARGS ?= $(if $(filter 0,$(shell id -u)),--allow-root)
+
 lab: $(STAMP)
-	$(BIN)/jupyter lab --notebook-dir=chapters
+	$(BIN)/jupyter lab --notebook-dir=chapters $(LAB_ARGS)
 
 execute: $(STAMP)
 	$(BIN)/python scripts/execute_chapters.py chapters/*.ipynb
