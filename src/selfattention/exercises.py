@@ -3,8 +3,9 @@
 Each ``check_*`` function calls the learner's function on a fixed set of cases
 (the chapter's own example plus seeded random inputs), compares the answer with
 the package's reference implementation, and returns a :class:`CheckResult`.
-A notebook cell that ends with the check shows ``PASS ...`` or ``FAIL ...``
-with the first case that went wrong and why.
+A notebook cell that ends with the check shows ``PASS ...``, ``FAIL ...`` with
+the first case that went wrong and why, or ``TODO ...`` while the function
+still raises ``NotImplementedError``.
 """
 
 from __future__ import annotations
@@ -37,21 +38,26 @@ class CheckResult:
     ----------
     exercise : str
         Which exercise was checked.
-    passed : bool
-        Whether every case matched the reference.
+    status : str
+        ``"PASS"`` (every case matched the reference), ``"FAIL"`` (a case did
+        not), or ``"TODO"`` (the function is still the stub).
     detail : str
         What was checked, or the first case that failed and why.
     """
 
     exercise: str
-    passed: bool
+    status: str
     detail: str
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "PASS"
 
     def __bool__(self) -> bool:
         return self.passed
 
     def __repr__(self) -> str:
-        return f"{'PASS' if self.passed else 'FAIL'} {self.exercise}: {self.detail}"
+        return f"{self.status} {self.exercise}: {self.detail}"
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,13 @@ class _Case:
     expected: Any
 
 
-def _run(exercise: str, candidate: Any, cases: Sequence[_Case], compare: Callable[[Any, Any], str | None]) -> CheckResult:
+def _run(
+    exercise: str,
+    candidate: Any,
+    cases: Sequence[_Case],
+    compare: Callable[[Any, Any], str | None],
+    hint_on_error: Callable[[Exception], str | None] = lambda exc: None,
+) -> CheckResult:
     """Run ``candidate`` on every case; stop at the first mismatch."""
     if not callable(candidate):
         raise ValueError(f"expected the function to check for {exercise}; got {type(candidate).__name__}")
@@ -69,47 +81,55 @@ def _run(exercise: str, candidate: Any, cases: Sequence[_Case], compare: Callabl
         try:
             got = candidate(*case.args)
         except NotImplementedError:
-            return CheckResult(exercise, False, "not implemented yet: replace `raise NotImplementedError` with your code")
+            return CheckResult(exercise, "TODO", "not implemented yet")
         except Exception as exc:  # the learner's code may raise anything; report it
-            return CheckResult(exercise, False, f"case {number} ({case.description}) raised {type(exc).__name__}: {exc}")
+            hint = hint_on_error(exc)
+            detail = f"case {number} ({case.description}) raised {type(exc).__name__}: {exc}"
+            return CheckResult(exercise, "FAIL", detail if hint is None else f"{detail}. Hint: {hint}")
         problem = compare(got, case.expected)
         if problem is not None:
-            return CheckResult(exercise, False, f"case {number} ({case.description}): {problem}")
-    return CheckResult(exercise, True, f"matches the reference on all {len(cases)} cases")
+            return CheckResult(exercise, "FAIL", f"case {number} ({case.description}): {problem}")
+    return CheckResult(exercise, "PASS", f"matches the reference on all {len(cases)} cases")
 
 
-def _compare_array(got: Any, expected: np.ndarray, name: str, rtol: float, atol: float) -> str | None:
+# Loose enough for an answer computed in float32, tight enough to catch a wrong
+# scale, axis or transpose (those are off by 1e-2 or more).
+RTOL, ATOL = 1e-5, 1e-6
+
+
+def _compare_array(got: Any, expected: np.ndarray, name: str) -> str | None:
+    if isinstance(got, tuple):
+        return f"the {name} should be one array; got a tuple of {len(got)} (return only the {name})"
     try:
         got = np.asarray(got, dtype=np.float64)
     except (TypeError, ValueError):
-        return f"{name} should be an array of numbers; got {type(got).__name__}"
+        return f"the {name} should be an array of numbers; got {type(got).__name__}"
+    plural = name.endswith("s")  # "the weights do", "the output does"
     if got.shape != expected.shape:
-        return f"{name} should have shape {expected.shape}; got {got.shape}"
+        return f"the {name} should have shape {expected.shape}; got {got.shape}"
     if not np.isfinite(got).all():
-        return f"{name} contains NaN or inf (did the exponentials overflow?)"
-    if not np.allclose(got, expected, rtol=rtol, atol=atol):
+        return (
+            f"the {name} {'contain' if plural else 'contains'} NaN or inf: did an exponential overflow to inf, or did a whole "
+            "row underflow to 0 so that 0/0 = NaN? Subtract each row's own maximum"
+        )
+    if not np.allclose(got, expected, rtol=RTOL, atol=ATOL):
         worst = float(np.max(np.abs(got - expected)))
-        return f"{name} differs from the reference by up to {worst:.3g}"
+        return f"the {name} {'do' if plural else 'does'} not match the reference; the largest difference is {worst:.3g}"
     return None
 
 
-def _compare_pair(names: tuple[str, str], rtol: float = 1e-7, atol: float = 1e-9) -> Callable[[Any, Any], str | None]:
-    """Compare a returned ``(a, b)`` pair, element by element."""
-
-    def compare(got: Any, expected: tuple[np.ndarray, np.ndarray]) -> str | None:
-        if not isinstance(got, tuple) or len(got) != 2:
-            return f"should return a pair ({names[0]}, {names[1]}); got {type(got).__name__}"
-        for value, reference, name in zip(got, expected, names):
-            problem = _compare_array(value, reference, name, rtol, atol)
-            if problem is not None:
-                return problem
-        return None
-
-    return compare
+def _compare_output_and_weights(got: Any, expected: tuple[np.ndarray, np.ndarray]) -> str | None:
+    """Compare a returned ``(output, weights)`` pair, weights first: they are nearer the cause."""
+    if not isinstance(got, tuple) or len(got) != 2:
+        return f"should return a pair (output, weights); got {type(got).__name__}"
+    out, weights = (np.shape(value) for value in got)
+    if out == expected[1].shape and weights == expected[0].shape and out != weights:
+        return "the pair looks swapped: return (output, weights), output first"
+    return _compare_array(got[1], expected[1], "weights") or _compare_array(got[0], expected[0], "output")
 
 
-def _compare_single(name: str, rtol: float = 1e-7, atol: float = 1e-9) -> Callable[[Any, Any], str | None]:
-    return lambda got, expected: _compare_array(got, expected, name, rtol, atol)
+def _compare_single(name: str) -> Callable[[Any, Any], str | None]:
+    return lambda got, expected: _compare_array(got, expected, name)
 
 
 def _word_example() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -142,7 +162,7 @@ def check_single_query(fn: Callable[..., Any]) -> CheckResult:
     for description, query, keys, values in cases:
         out, weights = scaled_dot_product_attention(query[None, :], keys, values)
         built.append(_Case(description, (query, keys, values), (out[0], weights[0])))
-    return _run("single-query attention", fn, built, _compare_pair(("output", "weights")))
+    return _run("single-query attention", fn, built, _compare_output_and_weights)
 
 
 def check_attention_matrix(fn: Callable[..., Any]) -> CheckResult:
@@ -163,7 +183,7 @@ def check_attention_matrix(fn: Callable[..., Any]) -> CheckResult:
         _Case(description, (x, wq, wk, wv), scaled_dot_product_attention(x @ wq, x @ wk, x @ wv))
         for description, x, wq, wk, wv in cases
     ]
-    return _run("attention in matrix form", fn, built, _compare_pair(("output", "weights")))
+    return _run("attention in matrix form", fn, built, _compare_output_and_weights)
 
 
 def check_softmax_temperature(fn: Callable[..., Any]) -> CheckResult:
@@ -199,8 +219,14 @@ def check_stable_softmax(fn: Callable[..., Any]) -> CheckResult:
         ("float32 scores in the hundreds", (300.0 * rng.normal(size=(2, 3, 7))).astype(np.float32)),
         ("a single score per row", rng.normal(size=(5, 1))),
     ]
-    built = [_Case(d, (x,), softmax(x.astype(np.float64), axis=-1)) for d, x in cases]
-    return _run("stable softmax", fn, built, _compare_single("weights", rtol=1e-5, atol=1e-6))
+    built = [_Case(d, (x,), softmax(x, axis=-1)) for d, x in cases]
+
+    def compare(got: Any, expected: np.ndarray) -> str | None:
+        if expected.dtype == np.float32 and getattr(got, "dtype", None) != np.float32:
+            return f"float32 scores should give float32 weights; got {getattr(got, 'dtype', type(got).__name__)}"
+        return _compare_array(got, expected, "weights")
+
+    return _run("stable softmax", fn, built, compare)
 
 
 def check_single_head(fn: Callable[..., Any]) -> CheckResult:
@@ -218,7 +244,13 @@ def check_single_head(fn: Callable[..., Any]) -> CheckResult:
         w_o = rng.normal(scale=Dk ** -0.5, size=(Dk, D))
         out, _ = scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)
         built.append(_Case(f"B={B}, T={T}, D={D}, Dk={Dk}", (x, w_q, w_k, w_v, w_o), out @ w_o))
-    return _run("single head", fn, built, _compare_single("output"))
+    return _run("single head", fn, built, _compare_single("output"), _hint_for_batched_transpose)
+
+
+def _hint_for_batched_transpose(exc: Exception) -> str | None:
+    if isinstance(exc, ValueError) and "matmul" in str(exc):
+        return "on a (B, T, Dk) array, .T reverses all three axes; swap only the last two with np.swapaxes(k, -1, -2)"
+    return None
 
 
 def check_head_parameter_count(fn: Callable[..., Any]) -> CheckResult:
