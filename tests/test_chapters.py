@@ -71,7 +71,11 @@ def test_exercises_have_a_stub_and_a_collapsed_passing_solution(path):
     assert 2 <= len(stubs) == len(solutions) <= 3, "each chapter ends with 2-3 exercises, each with a solution"
     assert len(checks) == len(stubs) + len(solutions)
     for stub in stubs:
-        assert _text(stub.outputs[-1]).startswith("FAIL ") and "not implemented yet" in _text(stub.outputs[-1])
+        assert _text(stub.outputs[-1]).startswith("TODO ") and "not implemented yet" in _text(stub.outputs[-1])
     for solution in solutions:
-        assert "hide-input" in solution.metadata.get("tags", []), "solutions sit in a collapsed cell"
+        assert "hide-input" in solution.metadata.get("tags", []), "solutions are collapsed on the website"
+        assert solution.metadata.get("jupyter", {}).get("source_hidden"), "solutions are collapsed in JupyterLab"
         assert _text(solution.outputs[-1]).startswith("PASS "), _text(solution.outputs[-1])
+        # A solution defines its own name, so running it leaves the learner's function alone.
+        stub_names = set(re.findall(r"^def (\w+)\(", "".join(s.source for s in stubs), re.MULTILINE))
+        assert not stub_names & set(re.findall(r"^def (\w+)\(", solution.source, re.MULTILINE))
