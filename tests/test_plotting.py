@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from selfattention import plot_attention, plot_token_grid
+from selfattention import causal_mask, plot_attention, plot_attention_heads, plot_head_split, plot_mask, plot_token_grid
 
 
 @pytest.fixture(autouse=True)
@@ -57,5 +57,47 @@ def test_plot_token_grid_reshapes_row_major():
     ],
 )
 def test_plotting_errors(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_plot_mask_accepts_both_polarities_and_shows_allowed_as_one():
+    float_ax = plot_mask(causal_mask(4), title="causal")
+    bool_ax = plot_mask(np.tril(np.ones((4, 4), dtype=bool)))
+    expected = np.tril(np.ones((4, 4)))
+    np.testing.assert_array_equal(float_ax.images[0].get_array(), expected)
+    np.testing.assert_array_equal(bool_ax.images[0].get_array(), expected)
+    assert float_ax.get_title() == "causal"
+    assert [t.get_text() for t in float_ax.figure.axes[1].get_yticklabels()] == ["blocked", "may attend"]
+
+
+def test_plot_attention_heads_one_panel_per_head_on_a_shared_scale():
+    weights = np.random.default_rng(0).dirichlet(np.ones(5), size=(6, 5))
+    fig = plot_attention_heads(weights, ncols=4)
+    panels = [ax for ax in fig.axes if ax.get_visible() and ax.images and ax.get_title().startswith("head")]
+    assert [ax.get_title() for ax in panels] == [f"head {h}" for h in range(6)]
+    assert {ax.images[0].get_clim() for ax in panels} == {(0.0, weights.max())}
+
+
+def test_plot_head_split_shows_each_heads_columns():
+    q = np.arange(24.0).reshape(3, 8)
+    fig = plot_head_split(q, 4)
+    blocks = [ax for ax in fig.axes if ax.get_title().startswith("head ")]
+    assert [ax.get_title() for ax in blocks] == ["head 0: columns 0-1", "head 1: columns 2-3", "head 2: columns 4-5", "head 3: columns 6-7"]
+    np.testing.assert_array_equal(blocks[2].images[0].get_array(), q[:, 4:6])
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: plot_mask(np.ones(3, dtype=bool)), r"mask must be a 2-D \(T, S\) matrix; got shape \(3,\)"),
+        (lambda: plot_mask(np.ones((2, 2))), r"a float mask to plot must hold only 0 \(attend\) and -inf \(blocked\)"),
+        (lambda: plot_attention_heads(np.ones((2, 2))), r"weights must have shape \(H, T, S\); got shape \(2, 2\)"),
+        (lambda: plot_attention_heads(np.ones((1, 2, 2)), ncols=0), r"ncols must be a positive integer; got 0"),
+        (lambda: plot_head_split(np.ones((3, 8)), 3), r"the model width D=8 is not divisible by num_heads=3"),
+        (lambda: plot_head_split(np.ones(8), 2), r"q must be a 2-D \(T, D\) matrix; got shape \(8,\)"),
+    ],
+)
+def test_new_plotting_errors(call, message):
     with pytest.raises(ValueError, match=message):
         call()

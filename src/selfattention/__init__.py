@@ -19,7 +19,15 @@ Weight matrices act on the right, ``x @ w``, with ``w`` of shape
 """
 
 from .attention import scaled_dot_product_attention, self_attention
-from .plotting import plot_attention, plot_token_grid
+from .bridges import mha_weights
+from .multihead import (
+    merge_heads,
+    mha_multiply_adds,
+    mha_parameter_count,
+    multihead_attention,
+    split_heads,
+)
+from .plotting import plot_attention, plot_attention_heads, plot_head_split, plot_mask, plot_token_grid
 from .scores import causal_mask, softmax
 
 __all__ = [
@@ -27,8 +35,17 @@ __all__ = [
     "causal_mask",
     "scaled_dot_product_attention",
     "self_attention",
+    "split_heads",
+    "merge_heads",
+    "multihead_attention",
+    "mha_parameter_count",
+    "mha_multiply_adds",
+    "mha_weights",
     "plot_attention",
     "plot_token_grid",
+    "plot_mask",
+    "plot_attention_heads",
+    "plot_head_split",
 ]
 
 __version__ = "0.1.0"

@@ -12,11 +12,13 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
+from matplotlib.colors import ListedColormap
+from matplotlib.figure import Figure
 from numpy.typing import ArrayLike
 
 from ._validation import as_float_array, check_positive_int
 
-__all__ = ["plot_attention", "plot_token_grid"]
+__all__ = ["plot_attention", "plot_token_grid", "plot_mask", "plot_attention_heads", "plot_head_split"]
 
 # Up to this many rows and columns, the weights are written into the cells.
 _ANNOTATE_UP_TO = 8
@@ -159,6 +161,190 @@ def plot_token_grid(
     ax.set_ylabel("patch row")
     ax.set_title(title)
     return ax
+
+
+def plot_mask(
+    mask: ArrayLike,
+    *,
+    ax: Axes | None = None,
+    title: str = "Attention mask",
+) -> Axes:
+    """Show which keys each query may attend to.
+
+    Parameters
+    ----------
+    mask : array_like, shape (T, S)
+        Boolean (True = may attend, the package's and
+        ``F.scaled_dot_product_attention``'s convention) or additive float
+        (0 = may attend, ``-inf`` = blocked).
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure is made if omitted.
+    title : str
+        The axes title.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
+    Raises
+    ------
+    ValueError
+        If ``mask`` is not 2-D, or is a float mask with values other than 0
+        and ``-inf``.
+
+    Notes
+    -----
+    See chapter 3 (the causal mask).
+    """
+    mask = np.asarray(mask)
+    if mask.ndim != 2:
+        raise ValueError(f"mask must be a 2-D (T, S) matrix; got shape {mask.shape}")
+    if mask.dtype == np.bool_:
+        allowed = mask
+    else:
+        mask = as_float_array(mask, "mask")
+        if not np.all((mask == 0) | np.isneginf(mask)):
+            raise ValueError("a float mask to plot must hold only 0 (attend) and -inf (blocked)")
+        allowed = mask == 0
+    if ax is None:
+        T, S = allowed.shape
+        _, ax = plt.subplots(figsize=(min(2.5 + 0.35 * S, 7), min(2 + 0.35 * T, 6)))
+    image = ax.imshow(allowed.astype(float), cmap=ListedColormap(["#3b3b3b", "#f2c14e"]), vmin=0, vmax=1)
+    bar = ax.figure.colorbar(image, ax=ax, ticks=[0.25, 0.75])
+    bar.ax.set_yticklabels(["blocked", "may attend"])
+    ax.set_xlabel("key")
+    ax.set_ylabel("query")
+    ax.set_title(title)
+    return ax
+
+
+def plot_attention_heads(
+    weights: ArrayLike,
+    *,
+    ncols: int = 4,
+    title: str = "Attention weights per head",
+    cmap: str = "viridis",
+) -> Figure:
+    """One heatmap per head, on a shared colour scale.
+
+    Parameters
+    ----------
+    weights : array_like, shape (H, T, S)
+        Per-head weights, e.g. one batch entry of ``multihead_attention``'s
+        second output.
+    ncols : int, default 4
+        Panels per row.
+    title : str
+        The figure title.
+    cmap : str
+        A matplotlib colour map name.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure, with one titled panel per head and one colour bar.
+
+    Raises
+    ------
+    ValueError
+        If ``weights`` is not 3-D or not finite, or ``ncols`` is not a positive
+        integer.
+
+    Notes
+    -----
+    See chapter 4 (each head's weights side by side).
+    """
+    weights = as_float_array(weights, "weights")
+    if weights.ndim != 3:
+        raise ValueError(f"weights must have shape (H, T, S); got shape {weights.shape}")
+    if not np.isfinite(weights).all():
+        raise ValueError("weights must be finite to plot; found NaN or infinite values")
+    ncols = check_positive_int(ncols, "ncols")
+    H = weights.shape[0]
+    ncols = min(ncols, H)
+    nrows = -(-H // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(2.6 * ncols + 1.0, 2.6 * nrows + 0.4), squeeze=False)
+    vmax = max(float(weights.max()), 1e-12)
+    for h, ax in enumerate(axes.flat):
+        if h >= H:
+            ax.set_visible(False)
+            continue
+        image = ax.imshow(weights[h], cmap=cmap, vmin=0.0, vmax=vmax)
+        ax.set_title(f"head {h}")
+        ax.set_xlabel("key")
+        if h % ncols == 0:
+            ax.set_ylabel("query")
+    fig.colorbar(image, ax=axes.ravel().tolist(), label="attention weight", shrink=0.8)
+    fig.suptitle(title)
+    return fig
+
+
+def plot_head_split(q: ArrayLike, num_heads: int, *, title: str = "How the columns of Q are dealt out to the heads") -> Figure:
+    """Show Q's columns split into H consecutive blocks, one per head.
+
+    The top panel is the whole ``(T, D)`` matrix with the head boundaries
+    marked; below it, each head's ``(T, Dh)`` block is drawn on its own, on the
+    same colour scale.
+
+    Parameters
+    ----------
+    q : array_like, shape (T, D)
+        Queries (or keys or values) of one sequence.
+    num_heads : int
+        H; must divide D.
+    title : str
+        The figure title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        If ``q`` is not 2-D or not finite, or D is not divisible by ``num_heads``.
+
+    Notes
+    -----
+    See chapter 4 (split and merge heads).
+    """
+    q = as_float_array(q, "q")
+    if q.ndim != 2:
+        raise ValueError(f"q must be a 2-D (T, D) matrix; got shape {q.shape}")
+    if not np.isfinite(q).all():
+        raise ValueError("q must be finite to plot; found NaN or infinite values")
+    H = check_positive_int(num_heads, "num_heads")
+    T, D = q.shape
+    if D % H:
+        raise ValueError(f"the model width D={D} is not divisible by num_heads={H}")
+    Dh = D // H
+    limit = float(np.abs(q).max()) or 1.0
+    colours = plt.get_cmap("tab10")
+    fig = plt.figure(figsize=(10, 5.2))
+    grid = fig.add_gridspec(2, H, height_ratios=[1, 1.1], hspace=0.55)
+    top = fig.add_subplot(grid[0, :])
+    top.imshow(q, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
+    for h in range(H):
+        top.axvspan(h * Dh - 0.5, (h + 1) * Dh - 0.5, ymin=1.0, ymax=1.06, color=colours(h % 10), clip_on=False)
+        top.text((h + 0.5) * Dh - 0.5, -0.09 * T - 0.5, f"head {h}", ha="center", va="bottom", fontsize=9)
+        if h:
+            top.axvline(h * Dh - 0.5, color="black", linewidth=1.5)
+    top.set_xlabel(f"column of Q (D = {D})")
+    top.set_ylabel("token")
+    for h in range(H):
+        ax = fig.add_subplot(grid[1, h])
+        image = ax.imshow(q[:, h * Dh : (h + 1) * Dh], cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
+        for side in ax.spines.values():
+            side.set_color(colours(h % 10))
+            side.set_linewidth(2.5)
+        ax.set_title(f"head {h}: columns {h * Dh}-{(h + 1) * Dh - 1}", fontsize=9)
+        ax.set_xlabel(f"Dh = {Dh}")
+        if h == 0:
+            ax.set_ylabel("token")
+    fig.colorbar(image, ax=fig.axes, label="value", shrink=0.8)
+    fig.suptitle(title)
+    return fig
 
 
 def _check_labels(labels: Sequence[str] | None, expected: int, name: str, what: str) -> None:
