@@ -2,7 +2,8 @@
 
 Usage: python scripts/check_site.py _build/html
 
-Run by ``make book`` after the build. It reads every HTML page and stylesheet
+Run by ``make book`` after the build. It checks that every page in _toc.yml was
+built, then reads every HTML page and stylesheet
 and fails (exit 1) on a script, stylesheet, image, font or frame whose address
 names a host (``http://``, ``https://`` or ``//``). Plain links (``<a href>``)
 to other sites are fine: they load nothing until a reader follows them.
@@ -15,14 +16,13 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
-EXPECTED_PAGES = [
-    "index.html",
-    "book/intro.html",
-    "book/notation.html",
-    "book/bibliography.html",
-    "chapters/01_word_vectors.html",
-    "chapters/02_single_head.html",
-]
+TOC = Path(__file__).resolve().parents[1] / "_toc.yml"
+
+
+def expected_pages() -> list[str]:
+    """index.html plus one page per file named in _toc.yml (root and every chapter)."""
+    files = re.findall(r"^\s*(?:-\s*)?(?:root|file):\s*(\S+)", TOC.read_text(), re.MULTILINE)
+    return ["index.html"] + [f"{name}.html" for name in files]
 
 # Tags and the attribute through which they make the browser fetch something.
 LOADING_ATTRIBUTES = {
@@ -62,7 +62,7 @@ class _RemoteLoads(HTMLParser):
 
 def problems_in(site: Path) -> list[str]:
     """Return a description of every problem found in the built ``site``."""
-    problems = [f"missing page {page}" for page in EXPECTED_PAGES if not (site / page).is_file()]
+    problems = [f"missing page {page}" for page in expected_pages() if not (site / page).is_file()]
     for page in sorted(site.rglob("*.html")):
         parser = _RemoteLoads()
         parser.feed(page.read_text(encoding="utf-8", errors="replace"))

@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from selfattention import scaled_dot_product_attention, softmax
+from selfattention import multihead_attention, scaled_dot_product_attention, self_attention, softmax
 from selfattention import exercises as ex
 
 
@@ -30,6 +30,16 @@ def _naive_softmax(x):
     return e / e.sum(axis=-1, keepdims=True)
 
 
+def _split_heads(x, H):
+    *batch, T, D = x.shape
+    return np.swapaxes(x.reshape(*batch, T, H, D // H), -3, -2)
+
+
+def _merge_heads(x):
+    *batch, H, T, Dh = x.shape
+    return np.swapaxes(x, -3, -2).reshape(*batch, T, H * Dh)
+
+
 RIGHT = [
     (ex.check_single_query, _single_query),
     (ex.check_attention_matrix, _attention_matrix),
@@ -37,6 +47,12 @@ RIGHT = [
     (ex.check_stable_softmax, softmax),
     (ex.check_single_head, _single_head),
     (ex.check_head_parameter_count, lambda d_model, d_k: 4 * d_model * d_k),
+    (ex.check_batched_scores, lambda q, k: q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])),
+    (ex.check_additive_mask, lambda blocked: np.where(blocked, -np.inf, 0.0)),
+    (ex.check_self_attention, self_attention),
+    (ex.check_split_heads, _split_heads),
+    (ex.check_merge_heads, _merge_heads),
+    (ex.check_multihead, lambda x, w_qkv, w_out, H: multihead_attention(x, w_qkv, w_out, H)),
 ]
 
 
@@ -49,7 +65,9 @@ def test_right_answers_pass(check, answer):
 
 # Not the parameter count (integers) nor the stable softmax (its float64 cases near
 # 1e4 lose their differences when rounded to float32; it has its own float32 case).
-FLOAT32_ROUNDING_ALLOWED = [pair for pair in RIGHT if pair[0] not in (ex.check_head_parameter_count, ex.check_stable_softmax)]
+FLOAT32_ROUNDING_ALLOWED = [
+    pair for pair in RIGHT if pair[0] not in (ex.check_head_parameter_count, ex.check_stable_softmax, ex.check_additive_mask)
+]
 
 
 @pytest.mark.parametrize(("check", "answer"), FLOAT32_ROUNDING_ALLOWED)
@@ -111,6 +129,24 @@ def _single_head_with_plain_transpose(x, w_q, w_k, w_v, w_o):
          r"case 1 \(d_model=768, d_k=64\): got 147456, which is not the number of entries"),
         (ex.check_head_parameter_count, lambda d_model, d_k: 4.0 * d_model * d_k,
          r"should return an integer; got float$"),
+        (ex.check_batched_scores, lambda q, k: q @ k.T / np.sqrt(q.shape[-1]),
+         r"case 2 \(q \(2, 5, 4\), k \(2, 5, 4\)\) raised ValueError: .*Hint: on a \(B, T, Dk\) array, \.T reverses"),
+        (ex.check_batched_scores, lambda q, k: q @ np.swapaxes(k, -1, -2),
+         r"case 1 \(q \(4, 3\), k \(6, 3\)\): the scores do not match the reference"),
+        (ex.check_additive_mask, lambda blocked: np.where(blocked, 0.0, -np.inf),
+         r"case 1 \(causal, T=5\): the polarity is flipped: in the input, True means blocked, which becomes -inf$"),
+        (ex.check_additive_mask, lambda blocked: np.where(blocked, -1e9, 0.0),
+         r"case 1 \(causal, T=5\): the mask should be 0 where the input is False and -inf where it is True$"),
+        (ex.check_additive_mask, lambda blocked: ~blocked,
+         r"an additive mask must be floating \(it holds -inf\); got dtype bool$"),
+        (ex.check_self_attention, lambda x, w_qkv, w_out, mask: self_attention(x, w_qkv[:, [*range(x.shape[-1], 2 * x.shape[-1]), *range(x.shape[-1]), *range(2 * x.shape[-1], 3 * x.shape[-1])]], w_out, mask),
+         r"case 1 \(x \(5, 4\), no mask\): the weights do not match the reference"),
+        (ex.check_split_heads, lambda x, H: np.swapaxes(x.reshape(*x.shape[:-2], H, x.shape[-2], x.shape[-1] // H), -1, -1),
+         r"case 1 \(x \(4, 8\), H=2\): the heads do not match the reference; .* reshape to \(\.\.\., T, H, Dh\) before swapping T and H\)$"),
+        (ex.check_merge_heads, lambda x: x.reshape(*x.shape[:-3], x.shape[-2], -1),
+         r"case 1 \(x \(2, 4, 3\)\): the merged output does not match the reference"),
+        (ex.check_multihead, lambda x, w_qkv, w_out, H: multihead_attention(x, w_qkv * np.sqrt(H), w_out / H, H),
+         r"case 1 \(x \(5, 8\), H=2\): the weights do not match the reference"),
         (ex.check_single_head, lambda *a: 1 / 0,
          r"case 1 \(B=1, T=1, D=4, Dk=2\) raised ZeroDivisionError: division by zero$"),
     ],

@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from .attention import scaled_dot_product_attention
-from .scores import softmax
+from .attention import scaled_dot_product_attention, self_attention
+from .multihead import merge_heads, multihead_attention, split_heads
+from .scores import causal_mask, softmax
 
 __all__ = [
     "CheckResult",
@@ -27,6 +28,12 @@ __all__ = [
     "check_stable_softmax",
     "check_single_head",
     "check_head_parameter_count",
+    "check_batched_scores",
+    "check_additive_mask",
+    "check_self_attention",
+    "check_split_heads",
+    "check_merge_heads",
+    "check_multihead",
 ]
 
 
@@ -269,3 +276,118 @@ def check_head_parameter_count(fn: Callable[..., Any]) -> CheckResult:
 
     built = [_Case(f"d_model={d}, d_k={k}", (d, k), 4 * d * k) for d, k in cases]
     return _run("parameter count", fn, built, compare)
+
+
+# --- Chapter 3 -----------------------------------------------------------------
+
+
+def check_batched_scores(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(q, k) -> scores``: ``q K^T / sqrt(Dk)`` over any leading batch axes.
+
+    ``q`` is (..., T, Dk) and ``k`` is (..., S, Dk), with batch axes that
+    broadcast; the scores are (..., T, S). See chapter 3, exercise 1.
+    """
+    rng = np.random.default_rng(301)
+    built = []
+    for q_shape, k_shape in [((4, 3), (6, 3)), ((2, 5, 4), (2, 5, 4)), ((2, 3, 4, 8), (2, 3, 7, 8)), ((2, 3, 4, 8), (3, 4, 8))]:
+        q, k = rng.normal(size=q_shape), rng.normal(size=k_shape)
+        expected = np.matmul(q, np.swapaxes(k, -1, -2)) / np.sqrt(q.shape[-1])
+        built.append(_Case(f"q {q_shape}, k {k_shape}", (q, k), expected))
+    return _run("batched scores", fn, built, _compare_single("scores"), _hint_for_batched_transpose)
+
+
+def check_additive_mask(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(blocked) -> mask``: turn an ``nn.MultiheadAttention`` boolean mask
+    (True = blocked) into an additive float mask (0 = keep, -inf = blocked).
+
+    See chapter 3, exercise 2.
+    """
+    rng = np.random.default_rng(302)
+    causal_blocked = np.triu(np.ones((5, 5), dtype=bool), k=1)
+    cases = [("causal, T=5", causal_blocked), ("nothing blocked", np.zeros((3, 4), dtype=bool)),
+             ("random, batched (2, 4, 6)", rng.random((2, 4, 6)) < 0.5)]
+    built = [_Case(d, (m,), np.where(m, -np.inf, 0.0)) for d, m in cases]
+
+    def compare(got: Any, expected: np.ndarray) -> str | None:
+        got = np.asarray(got)
+        if got.shape != expected.shape:
+            return f"the mask should have shape {expected.shape}; got {got.shape}"
+        if not np.issubdtype(got.dtype, np.floating):
+            return f"an additive mask must be floating (it holds -inf); got dtype {got.dtype}"
+        if not np.array_equal(got, expected):
+            if np.array_equal(got, np.where(expected == 0, -np.inf, 0.0)):
+                return "the polarity is flipped: in the input, True means blocked, which becomes -inf"
+            return "the mask should be 0 where the input is False and -inf where it is True"
+        return None
+
+    return _run("additive mask", fn, built, compare)
+
+
+def check_self_attention(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(x, w_qkv, w_out, mask) -> (y, weights)``, batched or not.
+
+    ``x`` is (..., T, D), ``w_qkv`` (D, 3D) in [q | k | v] order, ``w_out``
+    (D, D), and ``mask`` is None or an additive float mask (T, T).
+    See chapter 3, exercise 3.
+    """
+    rng = np.random.default_rng(303)
+    built = []
+    for shape, masked in [((5, 4), False), ((5, 4), True), ((3, 6, 8), True), ((2, 2, 4, 4), True), ((1, 1, 6), False)]:
+        D, T = shape[-1], shape[-2]
+        x, w_qkv, w_out = rng.normal(size=shape), rng.normal(size=(D, 3 * D)) / np.sqrt(D), rng.normal(size=(D, D))
+        mask = causal_mask(T) if masked else None
+        y, weights = self_attention(x, w_qkv, w_out, mask=mask)
+        built.append(_Case(f"x {shape}, {'causal mask' if masked else 'no mask'}", (x, w_qkv, w_out, mask), (y, weights)))
+    return _run("self-attention", fn, built, _compare_output_and_weights, _hint_for_batched_transpose)
+
+
+# --- Chapter 4 -----------------------------------------------------------------
+
+
+def check_split_heads(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(x, num_heads)``: (..., T, D) -> (..., H, T, Dh), consecutive columns per head.
+
+    See chapter 4, exercise 1.
+    """
+    rng = np.random.default_rng(401)
+    cases = [((4, 8), 2), ((2, 5, 12), 3), ((2, 3, 4, 16), 4), ((3, 6), 1), ((2, 3, 6), 6)]
+    built = []
+    for shape, H in cases:
+        x = rng.normal(size=shape)
+        built.append(_Case(f"x {shape}, H={H}", (x, H), split_heads(x, H)))
+
+    def compare(got: Any, expected: np.ndarray) -> str | None:
+        problem = _compare_array(got, expected, "heads")
+        if problem and np.shape(got) == expected.shape:
+            return problem + " (head h takes columns h*Dh to (h+1)*Dh - 1: reshape to (..., T, H, Dh) before swapping T and H)"
+        return problem
+
+    return _run("split heads", fn, built, compare)
+
+
+def check_merge_heads(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(x)``: (..., H, T, Dh) -> (..., T, H*Dh), the inverse of splitting.
+
+    See chapter 4, exercise 2.
+    """
+    rng = np.random.default_rng(402)
+    built = []
+    for shape in [(2, 4, 3), (2, 3, 5, 4), (2, 2, 4, 3, 2), (1, 6, 1)]:
+        x = rng.normal(size=shape)
+        built.append(_Case(f"x {shape}", (x,), merge_heads(x)))
+    return _run("merge heads", fn, built, _compare_single("merged output"))
+
+
+def check_multihead(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(x, w_qkv, w_out, num_heads) -> (y, weights)`` without biases or mask.
+
+    ``weights`` has shape (..., H, T, T); the scale is ``1/sqrt(Dh)``.
+    See chapter 4, exercise 3.
+    """
+    rng = np.random.default_rng(403)
+    built = []
+    for shape, H in [((5, 8), 2), ((2, 6, 12), 3), ((2, 4, 16), 4), ((3, 6), 1)]:
+        D = shape[-1]
+        x, w_qkv, w_out = rng.normal(size=shape), rng.normal(size=(D, 3 * D)) / np.sqrt(D), rng.normal(size=(D, D))
+        built.append(_Case(f"x {shape}, H={H}", (x, w_qkv, w_out, H), multihead_attention(x, w_qkv, w_out, H)))
+    return _run("multi-head attention", fn, built, _compare_output_and_weights, _hint_for_batched_transpose)

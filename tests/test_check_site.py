@@ -1,0 +1,48 @@
+"""scripts/check_site.py flags remote loads and missing pages, and passes plain links."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("check_site", ROOT / "scripts" / "check_site.py")
+check_site = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(check_site)
+
+
+def _site(tmp_path: Path, body: str, css: str = "") -> Path:
+    for page in check_site.expected_pages():
+        (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / page).write_text("<html><body>ok</body></html>")
+    (tmp_path / "index.html").write_text(f"<html><head></head><body>{body}</body></html>")
+    (tmp_path / "_static").mkdir(exist_ok=True)
+    (tmp_path / "_static" / "theme.css").write_text(css)
+    return tmp_path
+
+
+def test_a_clean_site_passes_and_links_to_other_sites_are_fine(tmp_path):
+    site = _site(tmp_path, '<a href="https://doi.org/10.1/x">paper</a><script src="_static/a.js"></script>'
+                 '<link rel="canonical" href="https://example.org/">')
+    assert check_site.problems_in(site) == []
+
+
+def test_remote_scripts_stylesheets_images_and_css_imports_are_flagged(tmp_path):
+    site = _site(
+        tmp_path,
+        '<script src="https://cdn.example.com/x.js"></script>'
+        '<link rel="stylesheet" href="//fonts.example.com/f.css">'
+        '<img src="http://example.com/i.png" alt="i">',
+        css="@import 'https://fonts.example.com/css';",
+    )
+    problems = check_site.problems_in(site)
+    assert len(problems) == 4, problems
+    assert any("<script src=" in p for p in problems) and any("stylesheet imports" in p for p in problems)
+
+
+def test_every_toc_page_is_expected_and_a_missing_one_is_reported(tmp_path):
+    pages = check_site.expected_pages()
+    assert "chapters/01_word_vectors.html" in pages and "book/intro.html" in pages
+    site = _site(tmp_path, "")
+    (site / pages[-1]).unlink()
+    assert check_site.problems_in(site) == [f"missing page {pages[-1]}"]
