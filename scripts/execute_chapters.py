@@ -3,8 +3,9 @@
 Usage: python scripts/execute_chapters.py chapters/01_word_vectors.ipynb [...]
 
 Used by ``make execute``. The kernel is this interpreter's (the venv's), the
-working directory is the chapter's folder, and no timing metadata is written,
-so that a re-run changes a notebook only where its outputs changed.
+working directory is the chapter's folder, no timing metadata is written, and
+consecutive prints are merged into one output (the kernel splits them by
+timing), so that a re-run changes a notebook only where its outputs changed.
 """
 
 from __future__ import annotations
@@ -31,7 +32,28 @@ def execute(path: Path) -> tuple[nbformat.NotebookNode, float]:
     )
     start = time.perf_counter()
     client.execute()
-    return notebook, time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    for cell in notebook.cells:
+        if cell.cell_type == "code":
+            cell.outputs = merge_streams(cell.outputs)
+    return notebook, seconds
+
+
+def merge_streams(outputs: list) -> list:
+    """Join consecutive stream outputs of the same name (stdout or stderr) into one."""
+    merged: list = []
+    for output in outputs:
+        previous = merged[-1] if merged else None
+        if (
+            output.output_type == "stream"
+            and previous is not None
+            and previous.output_type == "stream"
+            and previous.name == output.name
+        ):
+            previous.text += output.text
+        else:
+            merged.append(output)
+    return merged
 
 
 def main(paths: list[str]) -> int:

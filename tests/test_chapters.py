@@ -56,6 +56,10 @@ def test_committed_outputs_come_from_one_clean_run(path):
     cells = _code_cells(path)
     assert [c.execution_count for c in cells] == list(range(1, len(cells) + 1)), "re-run the chapter with `make execute`"
     for cell in cells:
+        names = [o.get("name") if o.output_type == "stream" else None for o in cell.outputs]
+        assert not any(a is not None and a == b for a, b in zip(names, names[1:])), (
+            f"cell {cell.execution_count} has split print outputs: re-run the chapter with `make execute`"
+        )
         for output in cell.outputs:
             assert output.output_type != "error", f"stored error in cell {cell.execution_count}"
             assert output.get("name") != "stderr", f"stderr (a warning?) in cell {cell.execution_count}: {output.text[:200]}"
