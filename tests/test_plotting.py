@@ -77,6 +77,8 @@ def test_plot_attention_heads_one_panel_per_head_on_a_shared_scale():
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.images and ax.get_title().startswith("head")]
     assert [ax.get_title() for ax in panels] == [f"head {h}" for h in range(6)]
     assert {ax.images[0].get_clim() for ax in panels} == {(0.0, weights.max())}
+    named = plot_attention_heads(weights[:2], titles=["first", "mean"])
+    assert [ax.get_title() for ax in named.axes if ax.images] == ["first", "mean"]
 
 
 def test_plot_head_split_shows_each_heads_columns():
@@ -94,6 +96,7 @@ def test_plot_head_split_shows_each_heads_columns():
         (lambda: plot_mask(np.ones((2, 2))), r"a float mask to plot must hold only 0 \(attend\) and -inf \(blocked\)"),
         (lambda: plot_attention_heads(np.ones((2, 2))), r"weights must have shape \(H, T, S\); got shape \(2, 2\)"),
         (lambda: plot_attention_heads(np.ones((1, 2, 2)), ncols=0), r"ncols must be a positive integer; got 0"),
+        (lambda: plot_attention_heads(np.ones((2, 2, 2)), titles=["a"]), r"titles must have one label per panel \(H\): expected 2, got 1"),
         (lambda: plot_head_split(np.ones((3, 8)), 3), r"the model width D=8 is not divisible by num_heads=3"),
         (lambda: plot_head_split(np.ones(8), 2), r"q must be a 2-D \(T, D\) matrix; got shape \(8,\)"),
     ],

@@ -224,6 +224,7 @@ def plot_attention_heads(
     *,
     ncols: int = 4,
     title: str = "Attention weights per head",
+    titles: Sequence[str] | None = None,
     cmap: str = "viridis",
 ) -> Figure:
     """One heatmap per head, on a shared colour scale.
@@ -237,6 +238,8 @@ def plot_attention_heads(
         Panels per row.
     title : str
         The figure title.
+    titles : sequence of str, optional
+        One title per panel; defaults to ``"head 0"``, ``"head 1"``, ...
     cmap : str
         A matplotlib colour map name.
 
@@ -248,8 +251,8 @@ def plot_attention_heads(
     Raises
     ------
     ValueError
-        If ``weights`` is not 3-D or not finite, or ``ncols`` is not a positive
-        integer.
+        If ``weights`` is not 3-D or not finite, ``ncols`` is not a positive
+        integer, or ``titles`` does not have one title per panel.
 
     Notes
     -----
@@ -262,6 +265,8 @@ def plot_attention_heads(
         raise ValueError("weights must be finite to plot; found NaN or infinite values")
     ncols = check_positive_int(ncols, "ncols")
     H = weights.shape[0]
+    _check_labels(titles, H, "titles", "panel (H)")
+    titles = [f"head {h}" for h in range(H)] if titles is None else list(titles)
     ncols = min(ncols, H)
     nrows = -(-H // ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(2.6 * ncols + 1.0, 2.6 * nrows + 0.4), squeeze=False)
@@ -271,7 +276,7 @@ def plot_attention_heads(
             ax.set_visible(False)
             continue
         image = ax.imshow(weights[h], cmap=cmap, vmin=0.0, vmax=vmax)
-        ax.set_title(f"head {h}")
+        ax.set_title(titles[h])
         ax.set_xlabel("key")
         if h % ncols == 0:
             ax.set_ylabel("query")
