@@ -44,6 +44,7 @@ def test_matches_multihead_attention_with_random_biases(dtype, H, average, maske
     )
     y, weights = multihead_attention(x.numpy(), **mha_weights(module), num_heads=H, mask=mask)
     assert weights.shape == (B, H, T, T)
+    assert y.dtype == dtype and weights.dtype == dtype
     assert_close(y, expected_y, dtype)
     assert_close(weights.mean(axis=-3) if average else weights, expected_w, dtype)
 

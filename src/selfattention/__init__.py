@@ -19,7 +19,8 @@ Weight matrices act on the right, ``x @ w``, with ``w`` of shape
 """
 
 from .attention import scaled_dot_product_attention, self_attention
-from .bridges import mha_weights
+from .bridges import encoder_layer_config, mha_weights
+from .encoder import EncoderParams, encoder_block, encoder_stack, gelu, layer_norm, relu
 from .multihead import (
     merge_heads,
     mha_multiply_adds,
@@ -27,7 +28,14 @@ from .multihead import (
     multihead_attention,
     split_heads,
 )
-from .plotting import plot_attention, plot_attention_heads, plot_head_split, plot_mask, plot_token_grid
+from .plotting import (
+    plot_attention,
+    plot_attention_heads,
+    plot_encoder_block,
+    plot_head_split,
+    plot_mask,
+    plot_token_grid,
+)
 from .scores import causal_mask, softmax
 
 __all__ = [
@@ -41,11 +49,19 @@ __all__ = [
     "mha_parameter_count",
     "mha_multiply_adds",
     "mha_weights",
+    "layer_norm",
+    "relu",
+    "gelu",
+    "EncoderParams",
+    "encoder_block",
+    "encoder_stack",
+    "encoder_layer_config",
     "plot_attention",
     "plot_token_grid",
     "plot_mask",
     "plot_attention_heads",
     "plot_head_split",
+    "plot_encoder_block",
 ]
 
 __version__ = "0.1.0"

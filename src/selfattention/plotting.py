@@ -18,7 +18,14 @@ from numpy.typing import ArrayLike
 
 from ._validation import as_float_array, check_positive_int
 
-__all__ = ["plot_attention", "plot_token_grid", "plot_mask", "plot_attention_heads", "plot_head_split"]
+__all__ = [
+    "plot_attention",
+    "plot_token_grid",
+    "plot_mask",
+    "plot_attention_heads",
+    "plot_head_split",
+    "plot_encoder_block",
+]
 
 # Up to this many rows and columns, the weights are written into the cells.
 _ANNOTATE_UP_TO = 8
@@ -350,6 +357,84 @@ def plot_head_split(q: ArrayLike, num_heads: int, *, title: str = "How the colum
     fig.colorbar(image, ax=fig.axes, label="value", shrink=0.8)
     fig.suptitle(title)
     return fig
+
+
+_BLOCK_COLOURS = {"io": "#ffffff", "attn": "#f6d29b", "ff": "#a9d3f2", "norm": "#c9e7b8", "add": "#ffffff"}
+
+
+def plot_encoder_block(
+    norm_first: bool = False,
+    activation: str = "relu",
+    *,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Axes:
+    """Draw the encoder block as a flow diagram, with its two residual connections.
+
+    Parameters
+    ----------
+    norm_first : bool, default False
+        Draw the pre-norm block (LayerNorm inside each residual branch)
+        instead of the post-norm block (LayerNorm after each addition).
+    activation : {"relu", "gelu"}
+        The feed-forward nonlinearity to label.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure is made if omitted.
+    title : str, optional
+        Defaults to "Post-norm encoder block" or "Pre-norm encoder block".
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on; each box is a text artist with its label.
+
+    Raises
+    ------
+    ValueError
+        If ``norm_first`` is not a bool or ``activation`` is unknown.
+
+    Notes
+    -----
+    See chapter 5 (the encoder block).
+    """
+    if not isinstance(norm_first, (bool, np.bool_)):
+        raise ValueError(f"norm_first must be True or False; got {norm_first!r}")
+    if activation not in ("relu", "gelu"):
+        raise ValueError(f"activation must be one of ['gelu', 'relu']; got {activation!r}")
+    ff_label = f"Feed-forward\nLinear D\u2192F, {activation.upper() if activation == 'relu' else 'GELU'}, Linear F\u2192D"
+    attention = ("attn", "Multi-head self-attention\n(optional mask)")
+    if norm_first:
+        steps = [("io", "x  (..., T, D)"), ("norm", "LayerNorm 1"), attention, ("add", "+"),
+                 ("norm", "LayerNorm 2"), ("ff", ff_label), ("add", "+"), ("io", "y  (..., T, D)")]
+        skips = [(0, 3), (3, 6)]
+    else:
+        steps = [("io", "x  (..., T, D)"), attention, ("add", "+"), ("norm", "LayerNorm 1"),
+                 ("ff", ff_label), ("add", "+"), ("norm", "LayerNorm 2"), ("io", "y  (..., T, D)")]
+        skips = [(0, 2), (3, 5)]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(4.6, 7.5))
+    ys = [len(steps) - 1 - i for i in range(len(steps))]  # top to bottom
+    for (kind, label), y in zip(steps, ys):
+        if kind == "add":
+            circle = dict(boxstyle="circle,pad=0.25", facecolor="white", edgecolor="black", linewidth=1.2)
+            ax.text(0.5, y, "+", ha="center", va="center", fontsize=13, fontweight="bold", bbox=circle)
+            continue
+        box = dict(boxstyle="round,pad=0.45", facecolor=_BLOCK_COLOURS[kind], edgecolor="none" if kind == "io" else "black")
+        ax.text(0.5, y, label, ha="center", va="center", fontsize=9.5, bbox=box)
+    arrow = dict(arrowstyle="-|>", color="black", linewidth=1.1, shrinkA=13, shrinkB=13)
+    for y_from, y_to in zip(ys, ys[1:]):
+        ax.annotate("", xy=(0.5, y_to), xytext=(0.5, y_from), arrowprops=arrow)
+    for start, add in skips:
+        y_split, y_add = ys[start] - 0.5, ys[add]
+        ax.plot([0.5, 1.05, 1.05], [y_split, y_split, y_add], color="#7a7a7a", linewidth=1.3)
+        ax.annotate("", xy=(0.56, y_add), xytext=(1.05, y_add),
+                    arrowprops=dict(arrowstyle="-|>", color="#7a7a7a", linewidth=1.3))
+        ax.text(1.08, (y_split + y_add) / 2, "residual", rotation=90, va="center", fontsize=8, color="#555555")
+    ax.set_xlim(-0.25, 1.3)
+    ax.set_ylim(-0.6, len(steps) - 0.4)
+    ax.axis("off")
+    ax.set_title(title or ("Pre-norm encoder block" if norm_first else "Post-norm encoder block"))
+    return ax
 
 
 def _check_labels(labels: Sequence[str] | None, expected: int, name: str, what: str) -> None:

@@ -1,0 +1,198 @@
+"""layer_norm, activations, EncoderParams, encoder_block and encoder_stack against PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import assert_close
+from selfattention import (
+    EncoderParams,
+    causal_mask,
+    encoder_block,
+    encoder_layer_config,
+    encoder_stack,
+    gelu,
+    layer_norm,
+    plot_encoder_block,
+    relu,
+)
+
+TORCH_DTYPES = {np.float64: torch.float64, np.float32: torch.float32}
+# Looser for float32: two LayerNorms, a 4-head attention and a feed-forward compound rounding.
+BLOCK_TOLERANCE = {np.float64: dict(rtol=1e-10, atol=1e-10), np.float32: dict(rtol=1e-4, atol=1e-4)}
+
+
+def _randomise(module: torch.nn.Module, seed: int, scale: float = 0.3) -> torch.nn.Module:
+    """Set every parameter, biases and LayerNorm affine included, to random non-default values."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, parameter in module.named_parameters():
+            noise = scale * torch.randn(parameter.shape, generator=generator, dtype=parameter.dtype)
+            parameter.copy_(1.0 + noise if name.endswith("norm1.weight") or name.endswith("norm2.weight") else noise)
+    return module.eval()
+
+
+def _layer(D=16, H=4, F_=32, norm_first=False, activation="relu", dtype=np.float64, seed=0):
+    layer = torch.nn.TransformerEncoderLayer(
+        D, H, dim_feedforward=F_, dropout=0.0, activation=activation, norm_first=norm_first, batch_first=True
+    ).to(TORCH_DTYPES[dtype])
+    return _randomise(layer, seed)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("affine", [False, True])
+def test_layer_norm_matches_torch(rng, dtype, affine):
+    x = (3.0 + 2.0 * rng.normal(size=(2, 5, 8))).astype(dtype)
+    weight = (1 + 0.3 * rng.normal(size=8)).astype(dtype) if affine else None
+    bias = (0.3 * rng.normal(size=8)).astype(dtype) if affine else None
+    expected = F.layer_norm(torch.from_numpy(x), (8,), None if weight is None else torch.from_numpy(weight),
+                            None if bias is None else torch.from_numpy(bias), eps=1e-5)
+    got = layer_norm(x, weight, bias)
+    assert got.dtype == dtype
+    assert_close(got, expected, dtype)
+    if not affine:
+        np.testing.assert_allclose(got.mean(axis=-1), 0.0, atol=1e-5)
+        np.testing.assert_allclose(got.std(axis=-1), 1.0, rtol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_activations_match_torch(rng, dtype):
+    x = (3.0 * rng.normal(size=(4, 7))).astype(dtype)
+    assert relu(x).dtype == dtype and gelu(x).dtype == dtype
+    assert_close(relu(x), F.relu(torch.from_numpy(x)), dtype)
+    assert_close(gelu(x), F.gelu(torch.from_numpy(x)), dtype)  # exact (erf) GELU
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+@pytest.mark.parametrize("masked", [False, True])
+def test_encoder_block_matches_transformer_encoder_layer(dtype, norm_first, activation, masked):
+    layer = _layer(norm_first=norm_first, activation=activation, dtype=dtype)
+    x = torch.randn(3, 6, 16, dtype=TORCH_DTYPES[dtype], generator=torch.Generator().manual_seed(1))
+    mask = causal_mask(6, dtype=dtype) if masked else None
+    with torch.no_grad():
+        expected = layer(x, src_mask=None if mask is None else torch.from_numpy(mask))
+    got = encoder_block(x.numpy(), EncoderParams.from_torch(layer), mask=mask, **encoder_layer_config(layer))
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, expected.numpy(), **BLOCK_TOLERANCE[dtype])
+
+
+def test_encoder_block_with_unbatched_input_and_a_boolean_mask():
+    layer = _layer(seed=3)
+    x = torch.randn(5, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    blocked = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)  # PyTorch: True = blocked
+    with torch.no_grad():
+        expected = layer(x, src_mask=blocked)
+    got = encoder_block(x.numpy(), EncoderParams.from_torch(layer), num_heads=4, mask=~blocked.numpy())  # ours: True = attend
+    np.testing.assert_allclose(got, expected.numpy(), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("num_layers", [1, 3])
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("final_norm", [False, True])
+def test_encoder_stack_matches_transformer_encoder(dtype, num_layers, norm_first, final_norm):
+    template = _layer(norm_first=norm_first, dtype=dtype)
+    norm = torch.nn.LayerNorm(16).to(TORCH_DTYPES[dtype]) if final_norm else None
+    encoder = torch.nn.TransformerEncoder(template, num_layers, norm=norm, enable_nested_tensor=False)
+    _randomise(encoder, seed=7)  # every layer different, final norm included
+    x = torch.randn(2, 6, 16, dtype=TORCH_DTYPES[dtype], generator=torch.Generator().manual_seed(3))
+    mask = causal_mask(6, dtype=dtype)
+    with torch.no_grad():
+        expected = encoder(x, mask=torch.from_numpy(mask))
+    layers = [EncoderParams.from_torch(layer) for layer in encoder.layers]
+    assert not np.allclose(layers[0].w_ff1, layers[-1].w_ff1) or num_layers == 1
+    final = (encoder.norm.weight.detach().numpy(), encoder.norm.bias.detach().numpy()) if final_norm else None
+    got = encoder_stack(x.numpy(), layers, num_heads=4, mask=mask, norm_first=norm_first, final_norm=final)
+    np.testing.assert_allclose(got, expected.numpy(), **BLOCK_TOLERANCE[dtype])
+
+
+def test_encoder_params_reads_every_parameter():
+    layer = _layer()
+    params = EncoderParams.from_torch(layer)
+    assert (params.d_model, params.dim_feedforward) == (16, 32)
+    np.testing.assert_array_equal(params.w_ff1, layer.linear1.weight.detach().numpy().T)
+    np.testing.assert_array_equal(params.b_ff2, layer.linear2.bias.detach().numpy())
+    np.testing.assert_array_equal(params.norm2_weight, layer.norm2.weight.detach().numpy())
+    total = sum(np.asarray(getattr(params, name)).size for name in params.__dataclass_fields__)
+    assert total == sum(p.numel() for p in layer.parameters())
+
+
+def test_encoder_layer_config_reads_the_settings():
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, activation="gelu", norm_first=True, layer_norm_eps=1e-6)
+    assert encoder_layer_config(layer) == {"num_heads": 2, "norm_first": True, "activation": "gelu", "eps": 1e-6}
+
+
+def _params(D=4, F_=6, **override):
+    arrays = dict(
+        w_qkv=np.ones((D, 3 * D)), b_qkv=np.ones(3 * D), w_out=np.ones((D, D)), b_out=np.ones(D),
+        w_ff1=np.ones((D, F_)), b_ff1=np.ones(F_), w_ff2=np.ones((F_, D)), b_ff2=np.ones(D),
+        norm1_weight=np.ones(D), norm1_bias=np.ones(D), norm2_weight=np.ones(D), norm2_bias=np.ones(D),
+    )
+    arrays.update(override)
+    return arrays
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        (dict(w_qkv=np.ones((4, 8))), r"w_qkv must have shape \(D, 3\*D\); got \(4, 8\)"),
+        (dict(w_ff1=np.ones(6)), r"w_ff1 must have shape \(D, F\); got \(6,\)"),
+        (dict(b_ff1=np.ones(4)), r"b_ff1 must have shape \(6,\) for D=4, F=6; got \(4,\)"),
+        (dict(w_ff2=np.ones((4, 6))), r"w_ff2 must have shape \(6, 4\) for D=4, F=6; got \(4, 6\)"),
+        (dict(norm2_bias=np.ones(5)), r"norm2_bias must have shape \(4,\) for D=4, F=6; got \(5,\)"),
+        (dict(b_qkv=np.ones(4)), r"b_qkv must have shape \(12,\) for D=4, F=6; got \(4,\)"),
+    ],
+)
+def test_encoder_params_shape_errors(override, message):
+    with pytest.raises(ValueError, match=message):
+        EncoderParams(**_params(**override))
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: encoder_block(np.ones((3, 4)), EncoderParams(**_params()), 2, activation="tanh"),
+         r"activation must be one of \['gelu', 'relu'\]; got 'tanh'"),
+        (lambda: encoder_block(np.ones((3, 4)), _params(), 2), r"params must be an EncoderParams; got dict"),
+        (lambda: encoder_block(np.ones((3, 8)), EncoderParams(**_params()), 2), r"x has width D=8 but the parameters are for D=4"),
+        (lambda: encoder_block(np.ones((3, 4)), EncoderParams(**_params()), 3), r"the model width D=4 is not divisible by num_heads=3"),
+        (lambda: encoder_block(np.ones((3, 4)), EncoderParams(**_params()), 2, norm_first="yes"), r"norm_first must be True or False; got 'yes'"),
+        (lambda: encoder_block(np.ones((3, 4)), EncoderParams(**_params()), 2, eps=0.0), r"eps must be positive; got 0.0"),
+        (lambda: encoder_stack(np.ones((3, 4)), [], 2), r"layers must hold at least one EncoderParams; got an empty sequence"),
+        (lambda: encoder_stack(np.ones((3, 4)), [EncoderParams(**_params()), "x"], 2), r"layers\[1\] must be an EncoderParams; got str"),
+        (lambda: encoder_stack(np.ones((3, 4)), [EncoderParams(**_params())], 2, final_norm=np.ones(4)), r"final_norm must be a \(weight, bias\) pair or None; got ndarray"),
+        (lambda: layer_norm(np.ones((2, 4)), weight=np.ones(3)), r"weight must have shape \(D,\) = \(4,\) for x with D=4; got \(3,\)"),
+        (lambda: layer_norm(np.ones((2, 4)), bias=np.ones((4, 1))), r"bias must have shape \(D,\) = \(4,\) for x with D=4; got \(4, 1\)"),
+        (lambda: layer_norm(np.float64(1.0)), r"x must have at least 1 axes \(\.\.\., D\); got shape \(\)"),
+        (lambda: EncoderParams.from_torch(torch.nn.Linear(2, 2)), r"expected a torch.nn.TransformerEncoderLayer; got Linear"),
+        (lambda: EncoderParams.from_torch(torch.nn.TransformerEncoderLayer(4, 2, 8, bias=False)), r"layers built with bias=False are not supported"),
+        (lambda: encoder_layer_config(torch.nn.TransformerEncoderLayer(4, 2, 8, activation=torch.tanh)), r"only ReLU and exact GELU activations are supported"),
+        (lambda: encoder_layer_config(torch.nn.MultiheadAttention(4, 2)), r"expected a torch.nn.TransformerEncoderLayer; got MultiheadAttention"),
+        (lambda: plot_encoder_block(activation="swish"), r"activation must be one of \['gelu', 'relu'\]; got 'swish'"),
+        (lambda: plot_encoder_block(norm_first=1), r"norm_first must be True or False; got 1"),
+    ],
+)
+def test_encoder_errors(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_plot_encoder_block_draws_the_steps_in_order(norm_first):
+    import matplotlib.pyplot as plt
+
+    ax = plot_encoder_block(norm_first, "gelu")
+    labels = [t.get_text().split("\n")[0] for t in ax.texts if t.get_text() not in ("residual", "")]  # "" = arrows
+    attention = "Multi-head self-attention"
+    if norm_first:
+        assert labels == ["x  (..., T, D)", "LayerNorm 1", attention, "+", "LayerNorm 2", "Feed-forward", "+", "y  (..., T, D)"]
+    else:
+        assert labels == ["x  (..., T, D)", attention, "+", "LayerNorm 1", "Feed-forward", "+", "LayerNorm 2", "y  (..., T, D)"]
+    assert any("GELU" in t.get_text() for t in ax.texts)
+    assert [t.get_text() for t in ax.texts].count("residual") == 2
+    plt.close("all")
