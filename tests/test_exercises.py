@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from selfattention import multihead_attention, scaled_dot_product_attention, self_attention, softmax
+from selfattention import encoder_block, layer_norm, multihead_attention, relu, scaled_dot_product_attention, self_attention, softmax
 from selfattention import exercises as ex
 
 
@@ -40,6 +40,22 @@ def _merge_heads(x):
     return np.swapaxes(x, -3, -2).reshape(*batch, T, H * Dh)
 
 
+def _self_attention_divided_by_d(x, w_qkv, w_out, mask):
+    out, weights = scaled_dot_product_attention(*np.split(x @ w_qkv, 3, axis=-1), mask=mask, scale=1.0 / x.shape[-1])
+    return out @ w_out, weights
+
+
+def _split_heads_batched_only(x, H):
+    B, T, D = x.shape  # copied from a 3-D example: fails on unbatched input
+    return x.reshape(B, T, H, D // H).swapaxes(1, 2)
+
+
+def _multihead_scaled_by_model_width(x, w_qkv, w_out, H):
+    q, k, v = (_split_heads(a, H) for a in np.split(x @ w_qkv, 3, axis=-1))
+    weights = softmax(q @ np.swapaxes(k, -1, -2) / np.sqrt(x.shape[-1]))  # sqrt(D), should be sqrt(Dh)
+    return _merge_heads(weights @ v) @ w_out, weights
+
+
 RIGHT = [
     (ex.check_single_query, _single_query),
     (ex.check_attention_matrix, _attention_matrix),
@@ -53,6 +69,9 @@ RIGHT = [
     (ex.check_split_heads, _split_heads),
     (ex.check_merge_heads, _merge_heads),
     (ex.check_multihead, lambda x, w_qkv, w_out, H: multihead_attention(x, w_qkv, w_out, H)),
+    (ex.check_layer_norm, layer_norm),
+    (ex.check_feed_forward, lambda x, w1, b1, w2, b2: relu(x @ w1 + b1) @ w2 + b2),
+    (ex.check_post_norm_block, lambda x, p, H, mask: encoder_block(x, p, H, mask=mask)),
 ]
 
 
@@ -104,7 +123,11 @@ def _single_head_with_plain_transpose(x, w_q, w_k, w_v, w_o):
     ("check", "wrong", "message"),
     [
         (ex.check_single_query, lambda q, k, v: _single_query(q * np.sqrt(q.shape[0]), k, v),
-         r"^FAIL single-query attention: case 1 \(word example, query 1\): the weights do not match the reference; the largest difference is"),
+         r"^FAIL single-query attention: case 1 \(word example, query 1\): the weights do not match the reference; the largest difference is [0-9.e+-]+\. It matches unscaled scores: divide each score by sqrt\(Dk\)$"),
+        (ex.check_attention_matrix, lambda w, q, k, v: (lambda s: (softmax(s, axis=0) @ (w @ v), softmax(s, axis=0)))((w @ q) @ (w @ k).T / np.sqrt(q.shape[1])),
+         r"It matches a softmax over the queries \(axis 0\); each row, one query, must sum to 1 over the keys$"),
+        (ex.check_softmax_temperature, lambda s, tau: softmax(np.asarray(s) * tau),
+         r"It matches multiplying by tau; divide the scores by tau$"),
         (ex.check_single_query, lambda q, k, v: _single_query(q, k, v)[::-1],
          r"case 1 \(word example, query 1\): the pair looks swapped: return \(output, weights\), output first$"),
         (ex.check_attention_matrix, lambda *a: _attention_matrix(*a)[0],
@@ -132,7 +155,9 @@ def _single_head_with_plain_transpose(x, w_q, w_k, w_v, w_o):
         (ex.check_batched_scores, lambda q, k: q @ k.T / np.sqrt(q.shape[-1]),
          r"case 2 \(q \(2, 5, 4\), k \(2, 5, 4\)\) raised ValueError: .*Hint: on a \(B, T, Dk\) array, \.T reverses"),
         (ex.check_batched_scores, lambda q, k: q @ np.swapaxes(k, -1, -2),
-         r"case 1 \(q \(4, 3\), k \(6, 3\)\): the scores do not match the reference"),
+         r"case 1 \(q \(4, 3\), k \(6, 3\)\): the scores do not match the reference; .*It matches the unscaled scores: divide by sqrt\(Dk\)$"),
+        (ex.check_batched_scores, lambda q, k: q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1]),
+         r"case 1 .* raised ValueError: axes don't match array\. Hint: transpose\(0, 2, 1\) assumes exactly three axes"),
         (ex.check_additive_mask, lambda blocked: np.where(blocked, 0.0, -np.inf),
          r"case 1 \(causal, T=5\): the polarity is flipped: in the input, True means blocked, which becomes -inf$"),
         (ex.check_additive_mask, lambda blocked: np.where(blocked, -1e9, 0.0),
@@ -140,13 +165,29 @@ def _single_head_with_plain_transpose(x, w_q, w_k, w_v, w_o):
         (ex.check_additive_mask, lambda blocked: ~blocked,
          r"an additive mask must be floating \(it holds -inf\); got dtype bool$"),
         (ex.check_self_attention, lambda x, w_qkv, w_out, mask: self_attention(x, w_qkv[:, [*range(x.shape[-1], 2 * x.shape[-1]), *range(x.shape[-1]), *range(2 * x.shape[-1], 3 * x.shape[-1])]], w_out, mask),
-         r"case 1 \(x \(5, 4\), no mask\): the weights do not match the reference"),
-        (ex.check_split_heads, lambda x, H: np.swapaxes(x.reshape(*x.shape[:-2], H, x.shape[-2], x.shape[-1] // H), -1, -1),
-         r"case 1 \(x \(4, 8\), H=2\): the heads do not match the reference; .* reshape to \(\.\.\., T, H, Dh\) before swapping T and H\)$"),
+         r"case 1 \(x \(5, 4\), no mask\): the weights do not match the reference; the largest difference is [0-9.e+-]+$"),
+        (ex.check_self_attention, lambda x, w_qkv, w_out, mask: self_attention(x, w_qkv, w_out),
+         r"case 2 \(x \(5, 4\), causal mask\): .*It matches the output with the mask left out: add the mask to the scores before the softmax$"),
+        (ex.check_self_attention, _self_attention_divided_by_d,
+         r"It matches dividing by D; divide by sqrt\(D\)$"),
+        (ex.check_split_heads, lambda x, H: x.reshape(*x.shape[:-2], H, x.shape[-2], x.shape[-1] // H),
+         r"case 1 \(x \(4, 8\), H=2\): the heads do not match the reference; .*It matches a reshape alone, which mixes tokens and columns: reshape to \(\.\.\., T, H, Dh\), then swap T and H$"),
+        (ex.check_split_heads, _split_heads_batched_only,
+         r"case 1 \(x \(4, 8\), H=2\) raised ValueError: not enough values to unpack .*Hint: the function must also work without batch axes"),
         (ex.check_merge_heads, lambda x: x.reshape(*x.shape[:-3], x.shape[-2], -1),
-         r"case 1 \(x \(2, 4, 3\)\): the merged output does not match the reference"),
-        (ex.check_multihead, lambda x, w_qkv, w_out, H: multihead_attention(x, w_qkv * np.sqrt(H), w_out / H, H),
-         r"case 1 \(x \(5, 8\), H=2\): the weights do not match the reference"),
+         r"case 1 \(x \(2, 4, 3\)\): the merged output does not match the reference; .*It matches a reshape alone; first swap the head and token axes back"),
+        (ex.check_multihead, _multihead_scaled_by_model_width,
+         r"case 1 \(x \(5, 8\), H=2\): the weights do not match the reference; .*It matches a scale of 1/sqrt\(D\); each head scales by 1/sqrt\(Dh\), its own width$"),
+        (ex.check_single_head, lambda x, wq, wk, wv, wo: scaled_dot_product_attention(x @ wq, x @ wk, x @ wv, scale=x.shape[-1] ** -0.5)[0] @ wo,
+         r"It matches scaling by 1/sqrt\(D\), the model width; scale by 1/sqrt\(Dk\)"),
+        (ex.check_layer_norm, lambda x, w, b, eps: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, ddof=1, keepdims=True) + eps) * w + b,
+         r"case 1 \(x \(4, 6\), mean about 0\): the output does not match the reference; .*\. It matches the unbiased variance \(divide by D - 1\); LayerNorm divides by D$"),
+        (ex.check_layer_norm, lambda x, w, b, eps: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps),
+         r"case 1 \(x \(4, 6\), mean about 0\): the output does not match the reference; the largest difference is [0-9.e+-]+$"),
+        (ex.check_feed_forward, lambda x, w1, b1, w2, b2: relu(relu(x @ w1 + b1) @ w2 + b2),
+         r"It matches linear-ReLU-linear-ReLU; the block has one ReLU, between the two linear layers$"),
+        (ex.check_post_norm_block, lambda x, p, H, mask: encoder_block(x, p, H, mask=mask, norm_first=True),
+         r"case 1 \(x \(5, 8\), H=2, causal mask\): .*It matches the pre-norm block; post-norm applies each LayerNorm after its residual addition$"),
         (ex.check_single_head, lambda *a: 1 / 0,
          r"case 1 \(B=1, T=1, D=4, Dk=2\) raised ZeroDivisionError: division by zero$"),
     ],
@@ -162,3 +203,16 @@ def test_wrong_answers_fail_with_the_first_bad_case(check, wrong, message):
 def test_checkers_reject_something_that_is_not_a_function():
     with pytest.raises(ValueError, match=r"expected the function to check for stable softmax; got int"):
         ex.check_stable_softmax(3)
+
+
+def test_a_stub_called_by_the_answer_is_named_not_reported_as_todo():
+    def my_split_heads(x, num_heads):
+        raise NotImplementedError
+
+    def my_multihead(x, w_qkv, w_out, num_heads):
+        q, k, v = (my_split_heads(a, num_heads) for a in np.split(x @ w_qkv, 3, axis=-1))
+        return q, k
+
+    result = ex.check_multihead(my_multihead)
+    assert result.status == "FAIL"
+    assert repr(result).endswith("my_split_heads(), which your function calls, raised NotImplementedError; finish that exercise first")

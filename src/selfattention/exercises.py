@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from .attention import scaled_dot_product_attention, self_attention
+from .encoder import EncoderParams, encoder_block, layer_norm, relu
 from .multihead import merge_heads, multihead_attention, split_heads
 from .scores import causal_mask, softmax
 
@@ -34,6 +35,9 @@ __all__ = [
     "check_split_heads",
     "check_merge_heads",
     "check_multihead",
+    "check_layer_norm",
+    "check_feed_forward",
+    "check_post_norm_block",
 ]
 
 
@@ -74,29 +78,69 @@ class _Case:
     expected: Any
 
 
+# A known mistake: a function computing the wrong answer it makes, and what to say.
+Mistake = tuple[Callable[..., Any], str]
+
+
 def _run(
     exercise: str,
     candidate: Any,
     cases: Sequence[_Case],
     compare: Callable[[Any, Any], str | None],
-    hint_on_error: Callable[[Exception], str | None] = lambda exc: None,
+    mistakes: Sequence[Mistake] = (),
 ) -> CheckResult:
-    """Run ``candidate`` on every case; stop at the first mismatch."""
+    """Run ``candidate`` on every case; stop at the first mismatch.
+
+    When an answer is wrong and equals what one of ``mistakes`` computes, the
+    message names that mistake.
+    """
     if not callable(candidate):
         raise ValueError(f"expected the function to check for {exercise}; got {type(candidate).__name__}")
     for number, case in enumerate(cases, start=1):
         try:
             got = candidate(*case.args)
-        except NotImplementedError:
-            return CheckResult(exercise, "TODO", "not implemented yet")
+        except NotImplementedError as exc:
+            raised_in = _innermost_function(exc)
+            if raised_in is None or raised_in is getattr(candidate, "__code__", None):
+                return CheckResult(exercise, "TODO", "not implemented yet")
+            return CheckResult(exercise, "FAIL", (
+                f"case {number} ({case.description}): {raised_in.co_name}(), which your function calls, "
+                "raised NotImplementedError; finish that exercise first"
+            ))
         except Exception as exc:  # the learner's code may raise anything; report it
-            hint = hint_on_error(exc)
+            hint = _hint_for_error(exc)
             detail = f"case {number} ({case.description}) raised {type(exc).__name__}: {exc}"
             return CheckResult(exercise, "FAIL", detail if hint is None else f"{detail}. Hint: {hint}")
         problem = compare(got, case.expected)
         if problem is not None:
+            for mistake, hint in mistakes:
+                if compare(got, mistake(*case.args)) is None:
+                    problem = f"{problem}. {hint}"
+                    break
             return CheckResult(exercise, "FAIL", f"case {number} ({case.description}): {problem}")
     return CheckResult(exercise, "PASS", f"matches the reference on all {len(cases)} cases")
+
+
+def _innermost_function(exc: BaseException) -> Any:
+    """The code object of the frame that raised ``exc``."""
+    tb = exc.__traceback__
+    if tb is None:
+        return None
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code
+
+
+def _hint_for_error(exc: Exception) -> str | None:
+    """A pointer to the usual cause of an error a learner's attention code raises."""
+    text = str(exc)
+    if isinstance(exc, ValueError) and "matmul" in text:
+        return "on a (B, T, Dk) array, .T reverses all three axes; swap only the last two with np.swapaxes(k, -1, -2)"
+    if isinstance(exc, ValueError) and "axes don't match array" in text:
+        return "transpose(0, 2, 1) assumes exactly three axes; np.swapaxes(k, -1, -2) works for any number"
+    if isinstance(exc, ValueError) and "not enough values to unpack" in text:
+        return "the function must also work without batch axes: unpack with *batch, T, D = x.shape"
+    return None
 
 
 # Loose enough for an answer computed in float32, tight enough to catch a wrong
@@ -169,7 +213,11 @@ def check_single_query(fn: Callable[..., Any]) -> CheckResult:
     for description, query, keys, values in cases:
         out, weights = scaled_dot_product_attention(query[None, :], keys, values)
         built.append(_Case(description, (query, keys, values), (out[0], weights[0])))
-    return _run("single-query attention", fn, built, _compare_output_and_weights)
+    unscaled = (
+        lambda query, keys, values: tuple(a[0] for a in scaled_dot_product_attention(query[None, :], keys, values, scale=1.0)),
+        "It matches unscaled scores: divide each score by sqrt(Dk)",
+    )
+    return _run("single-query attention", fn, built, _compare_output_and_weights, [unscaled])
 
 
 def check_attention_matrix(fn: Callable[..., Any]) -> CheckResult:
@@ -190,7 +238,17 @@ def check_attention_matrix(fn: Callable[..., Any]) -> CheckResult:
         _Case(description, (x, wq, wk, wv), scaled_dot_product_attention(x @ wq, x @ wk, x @ wv))
         for description, x, wq, wk, wv in cases
     ]
-    return _run("attention in matrix form", fn, built, _compare_output_and_weights)
+    def over_queries(x, wq, wk, wv):
+        q, k, v = x @ wq, x @ wk, x @ wv
+        weights = softmax(q @ k.T / np.sqrt(q.shape[-1]), axis=0)
+        return weights @ v, weights
+
+    mistakes = [
+        (lambda x, wq, wk, wv: scaled_dot_product_attention(x @ wq, x @ wk, x @ wv, scale=1.0),
+         "It matches unscaled scores: divide Q K^T by sqrt(Dk)"),
+        (over_queries, "It matches a softmax over the queries (axis 0); each row, one query, must sum to 1 over the keys"),
+    ]
+    return _run("attention in matrix form", fn, built, _compare_output_and_weights, mistakes)
 
 
 def check_softmax_temperature(fn: Callable[..., Any]) -> CheckResult:
@@ -205,7 +263,8 @@ def check_softmax_temperature(fn: Callable[..., Any]) -> CheckResult:
     for shape, tau in [((5,), 0.5), ((3, 4), 2.0), ((2, 3, 6), 10.0)]:
         cases.append((f"random {shape}, tau={tau}", rng.normal(scale=3.0, size=shape), tau))
     built = [_Case(d, (s, tau), softmax(s / tau, axis=-1)) for d, s, tau in cases]
-    return _run("softmax with temperature", fn, built, _compare_single("weights"))
+    times_tau = (lambda scores, tau: softmax(np.asarray(scores) * tau, axis=-1), "It matches multiplying by tau; divide the scores by tau")
+    return _run("softmax with temperature", fn, built, _compare_single("weights"), [times_tau])
 
 
 # --- Chapter 2 -----------------------------------------------------------------
@@ -251,13 +310,11 @@ def check_single_head(fn: Callable[..., Any]) -> CheckResult:
         w_o = rng.normal(scale=Dk ** -0.5, size=(Dk, D))
         out, _ = scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)
         built.append(_Case(f"B={B}, T={T}, D={D}, Dk={Dk}", (x, w_q, w_k, w_v, w_o), out @ w_o))
-    return _run("single head", fn, built, _compare_single("output"), _hint_for_batched_transpose)
-
-
-def _hint_for_batched_transpose(exc: Exception) -> str | None:
-    if isinstance(exc, ValueError) and "matmul" in str(exc):
-        return "on a (B, T, Dk) array, .T reverses all three axes; swap only the last two with np.swapaxes(k, -1, -2)"
-    return None
+    by_model_width = (
+        lambda x, w_q, w_k, w_v, w_o: scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v, scale=x.shape[-1] ** -0.5)[0] @ w_o,
+        "It matches scaling by 1/sqrt(D), the model width; scale by 1/sqrt(Dk), the width of the vectors being dotted",
+    )
+    return _run("single head", fn, built, _compare_single("output"), [by_model_width])
 
 
 def check_head_parameter_count(fn: Callable[..., Any]) -> CheckResult:
@@ -293,7 +350,8 @@ def check_batched_scores(fn: Callable[..., Any]) -> CheckResult:
         q, k = rng.normal(size=q_shape), rng.normal(size=k_shape)
         expected = np.matmul(q, np.swapaxes(k, -1, -2)) / np.sqrt(q.shape[-1])
         built.append(_Case(f"q {q_shape}, k {k_shape}", (q, k), expected))
-    return _run("batched scores", fn, built, _compare_single("scores"), _hint_for_batched_transpose)
+    unscaled = (lambda q, k: np.matmul(q, np.swapaxes(k, -1, -2)), "It matches the unscaled scores: divide by sqrt(Dk)")
+    return _run("batched scores", fn, built, _compare_single("scores"), [unscaled])
 
 
 def check_additive_mask(fn: Callable[..., Any]) -> CheckResult:
@@ -338,7 +396,20 @@ def check_self_attention(fn: Callable[..., Any]) -> CheckResult:
         mask = causal_mask(T) if masked else None
         y, weights = self_attention(x, w_qkv, w_out, mask=mask)
         built.append(_Case(f"x {shape}, {'causal mask' if masked else 'no mask'}", (x, w_qkv, w_out, mask), (y, weights)))
-    return _run("self-attention", fn, built, _compare_output_and_weights, _hint_for_batched_transpose)
+    def with_scale(scale_of: Callable[[int], float]) -> Callable[..., Any]:
+        def layer(x, w_qkv, w_out, mask):
+            q, k, v = np.split(x @ w_qkv, 3, axis=-1)
+            out, weights = scaled_dot_product_attention(q, k, v, mask=mask, scale=scale_of(x.shape[-1]))
+            return out @ w_out, weights
+        return layer
+
+    mistakes = [
+        (with_scale(lambda D: 1.0), "It matches unscaled scores: divide Q K^T by sqrt(D)"),
+        (with_scale(lambda D: 1.0 / D), "It matches dividing by D; divide by sqrt(D)"),
+        (lambda x, w_qkv, w_out, mask: self_attention(x, w_qkv, w_out),
+         "It matches the output with the mask left out: add the mask to the scores before the softmax"),
+    ]
+    return _run("self-attention", fn, built, _compare_output_and_weights, mistakes)
 
 
 # --- Chapter 4 -----------------------------------------------------------------
@@ -356,13 +427,11 @@ def check_split_heads(fn: Callable[..., Any]) -> CheckResult:
         x = rng.normal(size=shape)
         built.append(_Case(f"x {shape}, H={H}", (x, H), split_heads(x, H)))
 
-    def compare(got: Any, expected: np.ndarray) -> str | None:
-        problem = _compare_array(got, expected, "heads")
-        if problem and np.shape(got) == expected.shape:
-            return problem + " (head h takes columns h*Dh to (h+1)*Dh - 1: reshape to (..., T, H, Dh) before swapping T and H)"
-        return problem
-
-    return _run("split heads", fn, built, compare)
+    reshape_only = (
+        lambda x, H: x.reshape(*x.shape[:-2], H, x.shape[-2], x.shape[-1] // H),
+        "It matches a reshape alone, which mixes tokens and columns: reshape to (..., T, H, Dh), then swap T and H",
+    )
+    return _run("split heads", fn, built, _compare_single("heads"), [reshape_only])
 
 
 def check_merge_heads(fn: Callable[..., Any]) -> CheckResult:
@@ -375,7 +444,11 @@ def check_merge_heads(fn: Callable[..., Any]) -> CheckResult:
     for shape in [(2, 4, 3), (2, 3, 5, 4), (2, 2, 4, 3, 2), (1, 6, 1)]:
         x = rng.normal(size=shape)
         built.append(_Case(f"x {shape}", (x,), merge_heads(x)))
-    return _run("merge heads", fn, built, _compare_single("merged output"))
+    reshape_only = (
+        lambda x: x.reshape(*x.shape[:-3], x.shape[-2], -1),
+        "It matches a reshape alone; first swap the head and token axes back to (..., T, H, Dh)",
+    )
+    return _run("merge heads", fn, built, _compare_single("merged output"), [reshape_only])
 
 
 def check_multihead(fn: Callable[..., Any]) -> CheckResult:
@@ -390,4 +463,83 @@ def check_multihead(fn: Callable[..., Any]) -> CheckResult:
         D = shape[-1]
         x, w_qkv, w_out = rng.normal(size=shape), rng.normal(size=(D, 3 * D)) / np.sqrt(D), rng.normal(size=(D, D))
         built.append(_Case(f"x {shape}, H={H}", (x, w_qkv, w_out, H), multihead_attention(x, w_qkv, w_out, H)))
-    return _run("multi-head attention", fn, built, _compare_output_and_weights, _hint_for_batched_transpose)
+    def by_model_width(x, w_qkv, w_out, H):
+        q, k, v = (split_heads(a, H) for a in np.split(x @ w_qkv, 3, axis=-1))
+        out, weights = scaled_dot_product_attention(q, k, v, scale=x.shape[-1] ** -0.5)
+        return merge_heads(out) @ w_out, weights
+
+    mistakes = [(by_model_width, "It matches a scale of 1/sqrt(D); each head scales by 1/sqrt(Dh), its own width")]
+    return _run("multi-head attention", fn, built, _compare_output_and_weights, mistakes)
+
+
+# --- Chapter 5 -----------------------------------------------------------------
+
+
+def check_layer_norm(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(x, weight, bias, eps)``: LayerNorm over the last axis.
+
+    See chapter 5, exercise 1.
+    """
+    rng = np.random.default_rng(501)
+    built = []
+    for shape, offset in [((4, 6), 0.0), ((2, 3, 8), 5.0), ((1, 16), -100.0), ((3, 2), 0.0)]:
+        D = shape[-1]
+        x = offset + 2.0 * rng.normal(size=shape)
+        weight, bias = 1.0 + 0.3 * rng.normal(size=D), 0.3 * rng.normal(size=D)
+        args = (x, weight, bias, 1e-5)
+        built.append(_Case(f"x {shape}, mean about {offset:g}", args, layer_norm(*args)))
+
+    def unbiased(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+        centred = x - x.mean(axis=-1, keepdims=True)
+        return centred / np.sqrt(x.var(axis=-1, ddof=1, keepdims=True) + eps) * weight + bias
+
+    hint = "It matches the unbiased variance (divide by D - 1); LayerNorm divides by D"
+    return _run("layer norm", fn, built, _compare_single("output"), [(unbiased, hint)])
+
+
+def check_feed_forward(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(x, w1, b1, w2, b2)``: ``relu(x @ w1 + b1) @ w2 + b2``.
+
+    See chapter 5, exercise 2.
+    """
+    rng = np.random.default_rng(502)
+    built = []
+    for shape, F in [((5, 4), 8), ((2, 3, 6), 12), ((1, 8), 2)]:
+        D = shape[-1]
+        args = (rng.normal(size=shape), rng.normal(size=(D, F)), rng.normal(size=F), rng.normal(size=(F, D)), rng.normal(size=D))
+        x, w1, b1, w2, b2 = args
+        built.append(_Case(f"x {shape}, F={F}", args, relu(x @ w1 + b1) @ w2 + b2))
+
+    def relu_twice(x, w1, b1, w2, b2):  # linear-ReLU-linear-ReLU, as the source's prose says
+        return relu(relu(x @ w1 + b1) @ w2 + b2)
+
+    hint = "It matches linear-ReLU-linear-ReLU; the block has one ReLU, between the two linear layers"
+    return _run("feed-forward", fn, built, _compare_single("output"), [(relu_twice, hint)])
+
+
+def check_post_norm_block(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(x, params, num_heads, mask)``: the post-norm encoder block with ReLU.
+
+    ``params`` is an :class:`~selfattention.EncoderParams`. You may use
+    ``multihead_attention`` and ``layer_norm``. See chapter 5, exercise 3.
+    """
+    rng = np.random.default_rng(503)
+    built = []
+    for shape, H, F, masked in [((5, 8), 2, 16, True), ((2, 4, 8), 4, 8, False), ((2, 6, 12), 3, 24, True)]:
+        D, T = shape[-1], shape[-2]
+        params = EncoderParams(
+            w_qkv=rng.normal(size=(D, 3 * D)) / np.sqrt(D), b_qkv=0.3 * rng.normal(size=3 * D),
+            w_out=rng.normal(size=(D, D)) / np.sqrt(D), b_out=0.3 * rng.normal(size=D),
+            w_ff1=rng.normal(size=(D, F)) / np.sqrt(D), b_ff1=0.3 * rng.normal(size=F),
+            w_ff2=rng.normal(size=(F, D)) / np.sqrt(F), b_ff2=0.3 * rng.normal(size=D),
+            norm1_weight=1 + 0.3 * rng.normal(size=D), norm1_bias=0.3 * rng.normal(size=D),
+            norm2_weight=1 + 0.3 * rng.normal(size=D), norm2_bias=0.3 * rng.normal(size=D),
+        )
+        args = (rng.normal(size=shape), params, H, causal_mask(T) if masked else None)
+        built.append(_Case(f"x {shape}, H={H}, {'causal mask' if masked else 'no mask'}", args, encoder_block(*args)))
+
+    def pre_norm(x, params, num_heads, mask):
+        return encoder_block(x, params, num_heads, mask=mask, norm_first=True)
+
+    hint = "It matches the pre-norm block; post-norm applies each LayerNorm after its residual addition"
+    return _run("post-norm block", fn, built, _compare_single("output"), [(pre_norm, hint)])
