@@ -19,7 +19,7 @@ Weight matrices act on the right, ``x @ w``, with ``w`` of shape
 """
 
 from .attention import scaled_dot_product_attention, self_attention
-from .bridges import encoder_layer_config, mha_weights
+from .bridges import encoder_layer_config, mha_weights, numpy_state_dict
 from .encoder import EncoderParams, encoder_block, encoder_stack, gelu, layer_norm, relu
 from .multihead import (
     merge_heads,
@@ -31,12 +31,23 @@ from .multihead import (
 from .plotting import (
     plot_attention,
     plot_attention_heads,
+    plot_attention_overlay,
     plot_encoder_block,
     plot_head_split,
     plot_mask,
+    plot_patch_grid,
     plot_token_grid,
 )
 from .scores import causal_mask, softmax
+from .vision import (
+    ConvSelfAttention,
+    PatchAttentionBlock,
+    T2TAttention,
+    conv_self_attention_forward,
+    patch_attention_forward,
+    patchify,
+    t2t_attention_forward,
+)
 
 __all__ = [
     "softmax",
@@ -56,12 +67,22 @@ __all__ = [
     "encoder_block",
     "encoder_stack",
     "encoder_layer_config",
+    "patchify",
+    "PatchAttentionBlock",
+    "ConvSelfAttention",
+    "T2TAttention",
+    "patch_attention_forward",
+    "conv_self_attention_forward",
+    "t2t_attention_forward",
+    "numpy_state_dict",
     "plot_attention",
     "plot_token_grid",
     "plot_mask",
     "plot_attention_heads",
     "plot_head_split",
     "plot_encoder_block",
+    "plot_patch_grid",
+    "plot_attention_overlay",
 ]
 
 __version__ = "0.1.0"

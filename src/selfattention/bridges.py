@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["mha_weights", "encoder_layer_weights", "encoder_layer_config"]
+__all__ = ["mha_weights", "encoder_layer_weights", "encoder_layer_config", "numpy_state_dict"]
 
 
 def _to_numpy(tensor: Any) -> np.ndarray | None:
@@ -134,3 +134,22 @@ def encoder_layer_config(layer: Any) -> dict[str, Any]:
     if layer.norm1.eps != layer.norm2.eps:
         raise ValueError(f"norm1.eps={layer.norm1.eps} and norm2.eps={layer.norm2.eps} differ")
     return {"num_heads": layer.self_attn.num_heads, "norm_first": bool(layer.norm_first), "activation": name, "eps": layer.norm1.eps}
+
+
+def numpy_state_dict(module: Any) -> dict[str, np.ndarray]:
+    """A module's state dict as NumPy arrays (copies), for the NumPy twins of chapter 6.
+
+    Raises
+    ------
+    ValueError
+        If ``module`` is not a ``torch.nn.Module``.
+
+    Notes
+    -----
+    See chapter 6.
+    """
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        raise ValueError(f"expected a torch.nn.Module; got {type(module).__name__}")
+    return {name: _to_numpy(tensor) for name, tensor in module.state_dict().items()}

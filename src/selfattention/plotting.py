@@ -25,6 +25,8 @@ __all__ = [
     "plot_attention_heads",
     "plot_head_split",
     "plot_encoder_block",
+    "plot_patch_grid",
+    "plot_attention_overlay",
 ]
 
 # Up to this many rows and columns, the weights are written into the cells.
@@ -434,6 +436,128 @@ def plot_encoder_block(
     ax.set_ylim(-0.6, len(steps) - 0.4)
     ax.axis("off")
     ax.set_title(title or ("Pre-norm encoder block" if norm_first else "Post-norm encoder block"))
+    return ax
+
+
+def _check_image(image: ArrayLike) -> np.ndarray:
+    image = as_float_array(image, "image")
+    if image.ndim != 3 or image.shape[-1] not in (1, 3):
+        raise ValueError(f"image must have shape (H, W, 3) or (H, W, 1), channels last; got shape {image.shape}")
+    if not np.isfinite(image).all() or image.min() < 0 or image.max() > 1:
+        raise ValueError("image values must lie in [0, 1]")
+    return image
+
+
+def plot_patch_grid(image: ArrayLike, patch_size: int, *, ax: Axes | None = None, title: str | None = None) -> Axes:
+    """Show an image with the grid of its ``patch_size`` x ``patch_size`` patches.
+
+    Parameters
+    ----------
+    image : array_like, shape (H, W, 3)
+        Channels last, values in [0, 1].
+    patch_size : int
+        p; must divide H and W.
+    ax : matplotlib.axes.Axes, optional
+    title : str, optional
+        Defaults to "rows x cols patches of p x p pixels".
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        If the image is not (H, W, 3) in [0, 1] or its size is not a multiple
+        of ``patch_size``.
+
+    Notes
+    -----
+    See chapter 6.
+    """
+    image = _check_image(image)
+    p = check_positive_int(patch_size, "patch_size")
+    H, W = image.shape[:2]
+    if H % p or W % p:
+        raise ValueError(f"the image size {H}x{W} is not a multiple of patch_size={p}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 5))
+    ax.imshow(image)
+    for edge in range(0, W + 1, p):
+        ax.axvline(edge - 0.5, color="white", linewidth=0.8)
+    for edge in range(0, H + 1, p):
+        ax.axhline(edge - 0.5, color="white", linewidth=0.8)
+    ax.set_xticks(np.arange(p / 2 - 0.5, W, p)[:: max(1, W // p // 7)])
+    ax.set_xticklabels([str(i) for i in range(W // p)][:: max(1, W // p // 7)])
+    ax.set_yticks(np.arange(p / 2 - 0.5, H, p)[:: max(1, H // p // 7)])
+    ax.set_yticklabels([str(i) for i in range(H // p)][:: max(1, H // p // 7)])
+    ax.set_xlabel("patch column")
+    ax.set_ylabel("patch row")
+    ax.set_title(title or f"{H // p} x {W // p} patches of {p} x {p} pixels")
+    return ax
+
+
+def plot_attention_overlay(
+    image: ArrayLike,
+    weights: ArrayLike,
+    *,
+    ax: Axes | None = None,
+    title: str = "Attention over the image",
+    alpha: float = 0.6,
+    marker: tuple[int, int] | None = None,
+    colorbar: bool = True,
+) -> Axes:
+    """Overlay a grid of attention weights on the image it was computed from.
+
+    Parameters
+    ----------
+    image : array_like, shape (H, W, 3)
+        Channels last, values in [0, 1]; shown in grey underneath.
+    weights : array_like, shape (rows, cols)
+        One weight per patch or feature-map position, stretched over the image.
+    ax : matplotlib.axes.Axes, optional
+    title : str
+    alpha : float, default 0.6
+        Opacity of the weights.
+    marker : (row, col), optional
+        A grid cell to mark, e.g. the query position.
+    colorbar : bool, default True
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        If the image or weights have the wrong shape or values, or ``alpha``
+        is outside [0, 1].
+
+    Notes
+    -----
+    See chapter 6.
+    """
+    image = _check_image(image)
+    weights = as_float_array(weights, "weights")
+    if weights.ndim != 2 or not np.isfinite(weights).all():
+        raise ValueError(f"weights must be a finite 2-D (rows, cols) grid; got shape {weights.shape}")
+    alpha = float(alpha)
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must lie in [0, 1]; got {alpha}")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(5, 4.4))
+    H, W = image.shape[:2]
+    rows, cols = weights.shape
+    ax.imshow(image.mean(axis=-1), cmap="gray", vmin=0, vmax=1)
+    overlay = ax.imshow(weights, cmap="inferno", alpha=alpha, extent=(-0.5, W - 0.5, H - 0.5, -0.5), interpolation="nearest")
+    if marker is not None:
+        r, c = marker
+        ax.plot((c + 0.5) * W / cols - 0.5, (r + 0.5) * H / rows - 0.5, marker="x", color="cyan", markersize=10, mew=2)
+    if colorbar:
+        ax.figure.colorbar(overlay, ax=ax, label="attention weight")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    ax.set_title(title)
     return ax
 
 
