@@ -7,7 +7,17 @@ import re
 import numpy as np
 import pytest
 
-from selfattention import encoder_block, layer_norm, multihead_attention, relu, scaled_dot_product_attention, self_attention, softmax
+from selfattention import (
+    conv_self_attention_forward,
+    encoder_block,
+    layer_norm,
+    multihead_attention,
+    patchify,
+    relu,
+    scaled_dot_product_attention,
+    self_attention,
+    softmax,
+)
 from selfattention import exercises as ex
 
 
@@ -56,6 +66,19 @@ def _multihead_scaled_by_model_width(x, w_qkv, w_out, H):
     return _merge_heads(weights @ v) @ w_out, weights
 
 
+def _patchify_channels_last(images, p):
+    B, C, H, W = images.shape
+    return images.reshape(B, C, H // p, p, W // p, p).transpose(0, 2, 4, 3, 5, 1).reshape(B, -1, p * p * C)
+
+
+def _conv_attention_unscaled(x, state):
+    B, C, H, W = x.shape
+    pixels = x.reshape(B, C, H * W).swapaxes(1, 2)
+    q, k, v = (pixels @ state[f"{n}.weight"][:, :, 0, 0].T + state[f"{n}.bias"] for n in "qkv")
+    out, _ = scaled_dot_product_attention(q, k, v, scale=1.0)
+    return state["gamma"] * out.swapaxes(1, 2).reshape(B, C, H, W) + x
+
+
 RIGHT = [
     (ex.check_single_query, _single_query),
     (ex.check_attention_matrix, _attention_matrix),
@@ -69,9 +92,12 @@ RIGHT = [
     (ex.check_split_heads, _split_heads),
     (ex.check_merge_heads, _merge_heads),
     (ex.check_multihead, lambda x, w_qkv, w_out, H: multihead_attention(x, w_qkv, w_out, H)),
-    (ex.check_layer_norm, layer_norm),
-    (ex.check_feed_forward, lambda x, w1, b1, w2, b2: relu(x @ w1 + b1) @ w2 + b2),
-    (ex.check_post_norm_block, lambda x, p, H, mask: encoder_block(x, p, H, mask=mask)),
+    (ex.check_rms_norm, lambda x, w, eps: x / np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + eps) * w),
+    (ex.check_pre_norm_block, lambda x, p, H, mask: encoder_block(x, p, H, mask=mask, norm_first=True)),
+    (ex.check_encoder_parameter_count, lambda D, F: 4 * D * D + 4 * D + 2 * D * F + F + D + 4 * D),
+    (ex.check_patchify, patchify),
+    (ex.check_conv_self_attention, lambda x, state: conv_self_attention_forward(x, state)[0]),
+    (ex.check_t2t_parameter_count, lambda dim, chan, bias: dim * chan * 3 + (3 * chan if bias else 0) + chan * chan + chan),
 ]
 
 
@@ -85,7 +111,11 @@ def test_right_answers_pass(check, answer):
 # Not the parameter count (integers) nor the stable softmax (its float64 cases near
 # 1e4 lose their differences when rounded to float32; it has its own float32 case).
 FLOAT32_ROUNDING_ALLOWED = [
-    pair for pair in RIGHT if pair[0] not in (ex.check_head_parameter_count, ex.check_stable_softmax, ex.check_additive_mask)
+    pair for pair in RIGHT if pair[0] not in (
+        ex.check_head_parameter_count, ex.check_stable_softmax, ex.check_additive_mask, ex.check_t2t_parameter_count,
+        ex.check_encoder_parameter_count,
+        ex.check_conv_self_attention,  # its state is a dict, which the float32 wrapper does not convert
+    )
 ]
 
 
@@ -180,14 +210,30 @@ def _single_head_with_plain_transpose(x, w_q, w_k, w_v, w_o):
          r"case 1 \(x \(5, 8\), H=2\): the weights do not match the reference; .*It matches a scale of 1/sqrt\(D\); each head scales by 1/sqrt\(Dh\), its own width$"),
         (ex.check_single_head, lambda x, wq, wk, wv, wo: scaled_dot_product_attention(x @ wq, x @ wk, x @ wv, scale=x.shape[-1] ** -0.5)[0] @ wo,
          r"It matches scaling by 1/sqrt\(D\), the model width; scale by 1/sqrt\(Dk\)"),
-        (ex.check_layer_norm, lambda x, w, b, eps: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, ddof=1, keepdims=True) + eps) * w + b,
-         r"case 1 \(x \(4, 6\), mean about 0\): the output does not match the reference; .*\. It matches the unbiased variance \(divide by D - 1\); LayerNorm divides by D$"),
-        (ex.check_layer_norm, lambda x, w, b, eps: (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + eps),
-         r"case 1 \(x \(4, 6\), mean about 0\): the output does not match the reference; the largest difference is [0-9.e+-]+$"),
-        (ex.check_feed_forward, lambda x, w1, b1, w2, b2: relu(relu(x @ w1 + b1) @ w2 + b2),
-         r"It matches linear-ReLU-linear-ReLU; the block has one ReLU, between the two linear layers$"),
-        (ex.check_post_norm_block, lambda x, p, H, mask: encoder_block(x, p, H, mask=mask, norm_first=True),
-         r"case 1 \(x \(5, 8\), H=2, causal mask\): .*It matches the pre-norm block; post-norm applies each LayerNorm after its residual addition$"),
+        (ex.check_rms_norm, lambda x, w, eps: layer_norm(x, w, None, eps),
+         r"case 1 \(x \(4, 6\), eps=1e-05\): the output does not match the reference; .*\. It matches LayerNorm: RMSNorm does not subtract the mean$"),
+        (ex.check_rms_norm, lambda x, w, eps: x / np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + 1e-5) * w,
+         r"case 3 .*It matches a fixed eps of 1e-5; use the eps argument$"),
+        (ex.check_rms_norm, lambda x, w, eps: x / (np.sqrt(np.mean(x**2, axis=-1, keepdims=True)) + eps) * w,
+         r"It matches adding eps outside the square root; add it to the mean square, inside$"),
+        (ex.check_pre_norm_block, lambda x, p, H, mask: encoder_block(x, p, H, mask=mask),
+         r"case 1 .*It matches the post-norm block; pre-norm applies each LayerNorm to the input of its sub-layer"),
+        (ex.check_pre_norm_block, lambda x, p, H, mask: x + multihead_attention(layer_norm(x, p.norm1_weight, p.norm1_bias), p.w_qkv, p.w_out, H, mask=mask),
+         r"raised ValueError: .*inhomogeneous.*Hint: a function you called returned a tuple; multihead_attention returns \(y, weights\), so take y$"),
+        (ex.check_encoder_parameter_count, lambda D, F: 4 * D * D + 4 * D + 2 * D * F + F + D,
+         r"case 1 \(d_model=64, dim_feedforward=128\): got 33216: the two LayerNorms are missing"),
+        (ex.check_encoder_parameter_count, lambda D, F: 4 * D * D + 2 * D * F,
+         r"got 32768: the biases are missing \(attention, feed-forward and LayerNorm\)$"),
+        (ex.check_patchify, lambda images, p: images.reshape(images.shape[0], -1, images.shape[1] * p * p),
+         r"case 1 .*: the patches do not match the reference; .*It matches a reshape alone, which does not cut square patches"),
+        (ex.check_patchify, _patchify_channels_last,
+         r"It matches flattening each patch as \(row, column, channel\); flatten it as \(channel, row, column\)"),
+        (ex.check_conv_self_attention, _conv_attention_unscaled,
+         r"It matches unscaled scores: divide by sqrt\(C // 8\)"),
+        (ex.check_conv_self_attention, lambda x, state: conv_self_attention_forward(x, {**state, "gamma": np.array([1.0])})[0],
+         r"case 1 \(x \(1, 8, 3, 3\), gamma=0.5\): .*It matches adding the attention without gamma"),
+        (ex.check_t2t_parameter_count, lambda dim, chan, bias: dim * chan * 3 + (3 * chan if bias else 0) + chan * chan,
+         r"case 1 \(dim=49, chan=64, qkv_bias=False\): got 13504: did you leave out proj's bias \(chan values\)\?$"),
         (ex.check_single_head, lambda *a: 1 / 0,
          r"case 1 \(B=1, T=1, D=4, Dk=2\) raised ZeroDivisionError: division by zero$"),
     ],

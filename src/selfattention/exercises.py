@@ -20,6 +20,7 @@ from .attention import scaled_dot_product_attention, self_attention
 from .encoder import EncoderParams, encoder_block, layer_norm, relu
 from .multihead import merge_heads, multihead_attention, split_heads
 from .scores import causal_mask, softmax
+from .vision import conv_self_attention_forward, patchify
 
 __all__ = [
     "CheckResult",
@@ -35,9 +36,12 @@ __all__ = [
     "check_split_heads",
     "check_merge_heads",
     "check_multihead",
-    "check_layer_norm",
-    "check_feed_forward",
-    "check_post_norm_block",
+    "check_rms_norm",
+    "check_pre_norm_block",
+    "check_encoder_parameter_count",
+    "check_patchify",
+    "check_conv_self_attention",
+    "check_t2t_parameter_count",
 ]
 
 
@@ -140,6 +144,8 @@ def _hint_for_error(exc: Exception) -> str | None:
         return "transpose(0, 2, 1) assumes exactly three axes; np.swapaxes(k, -1, -2) works for any number"
     if isinstance(exc, ValueError) and "not enough values to unpack" in text:
         return "the function must also work without batch axes: unpack with *batch, T, D = x.shape"
+    if isinstance(exc, ValueError) and "inhomogeneous" in text:
+        return "a function you called returned a tuple; multihead_attention returns (y, weights), so take y"
     return None
 
 
@@ -475,71 +481,176 @@ def check_multihead(fn: Callable[..., Any]) -> CheckResult:
 # --- Chapter 5 -----------------------------------------------------------------
 
 
-def check_layer_norm(fn: Callable[..., Any]) -> CheckResult:
-    """Check ``fn(x, weight, bias, eps)``: LayerNorm over the last axis.
+def check_rms_norm(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(x, weight, eps)``: RMSNorm, ``x / sqrt(mean(x**2) + eps) * weight`` over the last axis.
 
     See chapter 5, exercise 1.
     """
     rng = np.random.default_rng(501)
     built = []
-    for shape, offset in [((4, 6), 0.0), ((2, 3, 8), 5.0), ((1, 16), -100.0), ((3, 2), 0.0)]:
-        D = shape[-1]
-        x = offset + 2.0 * rng.normal(size=shape)
-        weight, bias = 1.0 + 0.3 * rng.normal(size=D), 0.3 * rng.normal(size=D)
-        args = (x, weight, bias, 1e-5)
-        built.append(_Case(f"x {shape}, mean about {offset:g}", args, layer_norm(*args)))
+    for shape, offset, eps in [((4, 6), 0.0, 1e-5), ((2, 3, 8), 3.0, 1e-6), ((2, 16), 0.0, 1e-2), ((3, 4), 0.0, 0.5)]:
+        x = offset + rng.normal(size=shape) * (0.05 if eps >= 1e-2 else 2.0)  # small values make eps matter
+        weight = 1.0 + 0.3 * rng.normal(size=shape[-1])
+        expected = x / np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + eps) * weight
+        built.append(_Case(f"x {shape}, eps={eps:g}", (x, weight, eps), expected))
+    mistakes = [
+        (lambda x, w, eps: layer_norm(x, w, None, eps), "It matches LayerNorm: RMSNorm does not subtract the mean"),
+        (lambda x, w, eps: x / (np.sqrt(np.mean(x**2, axis=-1, keepdims=True)) + eps) * w,
+         "It matches adding eps outside the square root; add it to the mean square, inside"),
+        (lambda x, w, eps: x / np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + 1e-5) * w,
+         "It matches a fixed eps of 1e-5; use the eps argument"),
+        (lambda x, w, eps: x / np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + eps),
+         "It matches leaving out the weight: multiply by it at the end"),
+    ]
+    return _run("RMSNorm", fn, built, _compare_single("output"), mistakes)
 
-    def unbiased(x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
-        centred = x - x.mean(axis=-1, keepdims=True)
-        return centred / np.sqrt(x.var(axis=-1, ddof=1, keepdims=True) + eps) * weight + bias
 
-    hint = "It matches the unbiased variance (divide by D - 1); LayerNorm divides by D"
-    return _run("layer norm", fn, built, _compare_single("output"), [(unbiased, hint)])
+def _random_encoder_params(rng: np.random.Generator, D: int, F: int) -> EncoderParams:
+    return EncoderParams(
+        w_qkv=rng.normal(size=(D, 3 * D)) / np.sqrt(D), b_qkv=0.3 * rng.normal(size=3 * D),
+        w_out=rng.normal(size=(D, D)) / np.sqrt(D), b_out=0.3 * rng.normal(size=D),
+        w_ff1=rng.normal(size=(D, F)) / np.sqrt(D), b_ff1=0.3 * rng.normal(size=F),
+        w_ff2=rng.normal(size=(F, D)) / np.sqrt(F), b_ff2=0.3 * rng.normal(size=D),
+        norm1_weight=1 + 0.3 * rng.normal(size=D), norm1_bias=0.3 * rng.normal(size=D),
+        norm2_weight=1 + 0.3 * rng.normal(size=D), norm2_bias=0.3 * rng.normal(size=D),
+    )
 
 
-def check_feed_forward(fn: Callable[..., Any]) -> CheckResult:
-    """Check ``fn(x, w1, b1, w2, b2)``: ``relu(x @ w1 + b1) @ w2 + b2``.
+def check_pre_norm_block(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(x, params, num_heads, mask)``: the pre-norm encoder block with ReLU.
 
-    See chapter 5, exercise 2.
+    ``params`` is an :class:`~selfattention.EncoderParams`. You may use
+    ``multihead_attention`` and ``layer_norm``. See chapter 5, exercise 2.
     """
     rng = np.random.default_rng(502)
     built = []
-    for shape, F in [((5, 4), 8), ((2, 3, 6), 12), ((1, 8), 2)]:
-        D = shape[-1]
-        args = (rng.normal(size=shape), rng.normal(size=(D, F)), rng.normal(size=F), rng.normal(size=(F, D)), rng.normal(size=D))
-        x, w1, b1, w2, b2 = args
-        built.append(_Case(f"x {shape}, F={F}", args, relu(x @ w1 + b1) @ w2 + b2))
-
-    def relu_twice(x, w1, b1, w2, b2):  # linear-ReLU-linear-ReLU, as the source's prose says
-        return relu(relu(x @ w1 + b1) @ w2 + b2)
-
-    hint = "It matches linear-ReLU-linear-ReLU; the block has one ReLU, between the two linear layers"
-    return _run("feed-forward", fn, built, _compare_single("output"), [(relu_twice, hint)])
-
-
-def check_post_norm_block(fn: Callable[..., Any]) -> CheckResult:
-    """Check ``fn(x, params, num_heads, mask)``: the post-norm encoder block with ReLU.
-
-    ``params`` is an :class:`~selfattention.EncoderParams`. You may use
-    ``multihead_attention`` and ``layer_norm``. See chapter 5, exercise 3.
-    """
-    rng = np.random.default_rng(503)
-    built = []
     for shape, H, F, masked in [((5, 8), 2, 16, True), ((2, 4, 8), 4, 8, False), ((2, 6, 12), 3, 24, True)]:
-        D, T = shape[-1], shape[-2]
-        params = EncoderParams(
-            w_qkv=rng.normal(size=(D, 3 * D)) / np.sqrt(D), b_qkv=0.3 * rng.normal(size=3 * D),
-            w_out=rng.normal(size=(D, D)) / np.sqrt(D), b_out=0.3 * rng.normal(size=D),
-            w_ff1=rng.normal(size=(D, F)) / np.sqrt(D), b_ff1=0.3 * rng.normal(size=F),
-            w_ff2=rng.normal(size=(F, D)) / np.sqrt(F), b_ff2=0.3 * rng.normal(size=D),
-            norm1_weight=1 + 0.3 * rng.normal(size=D), norm1_bias=0.3 * rng.normal(size=D),
-            norm2_weight=1 + 0.3 * rng.normal(size=D), norm2_bias=0.3 * rng.normal(size=D),
-        )
-        args = (rng.normal(size=shape), params, H, causal_mask(T) if masked else None)
-        built.append(_Case(f"x {shape}, H={H}, {'causal mask' if masked else 'no mask'}", args, encoder_block(*args)))
+        args = (rng.normal(size=shape), _random_encoder_params(rng, shape[-1], F), H, causal_mask(shape[-2]) if masked else None)
+        built.append(_Case(f"x {shape}, H={H}, {'causal mask' if masked else 'no mask'}", args, encoder_block(*args, norm_first=True)))
 
-    def pre_norm(x, params, num_heads, mask):
-        return encoder_block(x, params, num_heads, mask=mask, norm_first=True)
+    def no_second_residual(x, p, num_heads, mask):
+        attn, _ = multihead_attention(layer_norm(x, p.norm1_weight, p.norm1_bias), p.w_qkv, p.w_out, num_heads, mask=mask, b_qkv=p.b_qkv, b_out=p.b_out)
+        h = x + attn
+        return relu(layer_norm(h, p.norm2_weight, p.norm2_bias) @ p.w_ff1 + p.b_ff1) @ p.w_ff2 + p.b_ff2
 
-    hint = "It matches the pre-norm block; post-norm applies each LayerNorm after its residual addition"
-    return _run("post-norm block", fn, built, _compare_single("output"), [(pre_norm, hint)])
+    mistakes = [
+        (lambda x, p, num_heads, mask: encoder_block(x, p, num_heads, mask=mask),
+         "It matches the post-norm block; pre-norm applies each LayerNorm to the input of its sub-layer, inside the residual branch"),
+        (lambda x, p, num_heads, mask: encoder_block(x, p, num_heads, norm_first=True),
+         "It matches the output with the mask left out: pass mask to the attention"),
+        (no_second_residual, "It matches leaving out the second residual: add h to the feed-forward output"),
+    ]
+    return _run("pre-norm block", fn, built, _compare_single("output"), mistakes)
+
+
+def check_encoder_parameter_count(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(d_model, dim_feedforward) -> int``: every parameter of one encoder block.
+
+    See chapter 5, exercise 3.
+    """
+    cases = [(64, 128), (512, 2048), (768, 3072), (4, 6)]
+
+    def count(D: int, F: int) -> int:
+        return (4 * D * D + 4 * D) + (D * F + F + F * D + D) + 4 * D
+
+    def compare(got: Any, expected: tuple[int, int, int]) -> str | None:
+        total, D, F = expected
+        if isinstance(got, (bool, np.bool_)) or not isinstance(got, (int, np.integer)):
+            return f"should return an integer; got {type(got).__name__}"
+        if got == total - 4 * D:
+            return f"got {int(got)}: the two LayerNorms are missing (a weight and a bias of D values each)"
+        if got == total - (4 * D + F + D + 4 * D):
+            return f"got {int(got)}: the biases are missing (attention, feed-forward and LayerNorm)"
+        if got != total:
+            return f"got {int(got)}, which is not the number of parameters of nn.TransformerEncoderLayer"
+        return None
+
+    built = [_Case(f"d_model={D}, dim_feedforward={F}", (D, F), (count(D, F), D, F)) for D, F in cases]
+    return _run("encoder parameter count", fn, built, compare)
+
+
+# --- Chapter 6 -----------------------------------------------------------------
+
+
+def check_patchify(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(images, patch_size)``: (B, C, H, W) -> (B, N, C*p*p), patches row by row,
+    each flattened in (channel, row, column) order.
+
+    See chapter 6, exercise 1.
+    """
+    rng = np.random.default_rng(601)
+    built = []
+    for shape, p in [((1, 3, 8, 8), 4), ((2, 3, 6, 9), 3), ((2, 1, 4, 4), 2), ((1, 2, 4, 6), 1)]:
+        images = rng.normal(size=shape)
+        built.append(_Case(f"images {shape}, patch_size={p}", (images, p), patchify(images, p)))
+
+    def channels_last(images, p):
+        B, C, H, W = images.shape
+        return images.reshape(B, C, H // p, p, W // p, p).transpose(0, 2, 4, 3, 5, 1).reshape(B, -1, p * p * C)
+
+    mistakes = [
+        (lambda images, p: images.reshape(images.shape[0], -1, images.shape[1] * p * p),
+         "It matches a reshape alone, which does not cut square patches: split H and W into (rows, p) and (cols, p) first"),
+        (channels_last, "It matches flattening each patch as (row, column, channel); flatten it as (channel, row, column), the order of a Conv2d weight"),
+    ]
+    return _run("patchify", fn, built, _compare_single("patches"), mistakes)
+
+
+def check_conv_self_attention(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(x, state) -> out``: the SAGAN-style block in NumPy, output only.
+
+    ``state`` holds ``q.weight`` (C/8, C, 1, 1), ``q.bias``, ``k.weight``,
+    ``k.bias``, ``v.weight`` (C, C, 1, 1), ``v.bias`` and ``gamma`` (1,).
+    See chapter 6, exercise 2.
+    """
+    rng = np.random.default_rng(602)
+    built = []
+    for B, C, H, W, gamma in [(1, 8, 3, 3, 0.5), (2, 16, 4, 5, 1.0), (1, 8, 2, 2, 0.0)]:
+        state = {
+            "q.weight": rng.normal(size=(C // 8, C, 1, 1)), "q.bias": rng.normal(size=C // 8),
+            "k.weight": rng.normal(size=(C // 8, C, 1, 1)), "k.bias": rng.normal(size=C // 8),
+            "v.weight": rng.normal(size=(C, C, 1, 1)) / np.sqrt(C), "v.bias": rng.normal(size=C),
+            "gamma": np.array([gamma]),
+        }
+        x = rng.normal(size=(B, C, H, W))
+        built.append(_Case(f"x {(B, C, H, W)}, gamma={gamma}", (x, state), conv_self_attention_forward(x, state)[0]))
+
+    def without(change: str) -> Callable[..., Any]:
+        def wrong(x, state):
+            B, C, H, W = x.shape
+            pixels = x.reshape(B, C, H * W).swapaxes(1, 2)
+            q, k, v = (pixels @ state[f"{n}.weight"].reshape(state[f"{n}.weight"].shape[0], -1).T + state[f"{n}.bias"] for n in "qkv")
+            out, _ = scaled_dot_product_attention(q, k, v, scale=1.0 if change == "scale" else None)
+            out = out.swapaxes(1, 2).reshape(B, C, H, W)
+            return out + x if change == "gamma" else state["gamma"] * out + x
+        return wrong
+
+    mistakes = [
+        (without("scale"), "It matches unscaled scores: divide by sqrt(C // 8), the width of the queries and keys"),
+        (without("gamma"), "It matches adding the attention without gamma: the output is gamma * attention + x"),
+    ]
+    return _run("convolutional self-attention", fn, built, _compare_single("output"), mistakes)
+
+
+def check_t2t_parameter_count(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(dim, chan, qkv_bias) -> int``: the parameters of a T2T attention module.
+
+    See chapter 6, exercise 3.
+    """
+    cases = [(49, 64, False), (49, 64, True), (147, 64, False), (3, 4, True)]
+
+    def count(dim: int, chan: int, qkv_bias: bool) -> int:
+        return dim * chan * 3 + (3 * chan if qkv_bias else 0) + chan * chan + chan
+
+    def compare(got: Any, expected: int) -> str | None:
+        if isinstance(got, (bool, np.bool_)) or not isinstance(got, (int, np.integer)):
+            return f"should return an integer; got {type(got).__name__}"
+        if got == expected - chan_of[expected]:
+            return f"got {int(got)}: did you leave out proj's bias (chan values)?"
+        if got != expected:
+            return f"got {int(got)}, which is not the number of entries in qkv and proj"
+        return None
+
+    built = [_Case(f"dim={d}, chan={c}, qkv_bias={b}", (d, c, b), count(d, c, b)) for d, c, b in cases]
+    chan_of = {count(d, c, b): c for d, c, b in cases}
+    return _run("T2T parameter count", fn, built, compare)

@@ -403,7 +403,7 @@ def plot_encoder_block(
         raise ValueError(f"norm_first must be True or False; got {norm_first!r}")
     if activation not in ("relu", "gelu"):
         raise ValueError(f"activation must be one of ['gelu', 'relu']; got {activation!r}")
-    ff_label = f"Feed-forward\nLinear D\u2192F, {activation.upper() if activation == 'relu' else 'GELU'}, Linear F\u2192D"
+    ff_label = f"Feed-forward\nLinear D\u2192F, {'ReLU' if activation == 'relu' else 'GELU'}, Linear F\u2192D"
     attention = ("attn", "Multi-head self-attention\n(optional mask)")
     if norm_first:
         steps = [("io", "x  (..., T, D)"), ("norm", "LayerNorm 1"), attention, ("add", "+"),
