@@ -12,6 +12,8 @@ S     number of key/value tokens (S = T in self-attention)
 D     model width (``d_model``)
 H     number of heads
 Dh    width of one head, ``D // H`` (``d_k`` in the paper)
+F     width of the feed-forward hidden layer
+N     number of stacked encoder blocks
 ====  ==========================================================
 
 Weight matrices act on the right, ``x @ w``, with ``w`` of shape
