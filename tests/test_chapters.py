@@ -13,6 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
@@ -83,3 +84,16 @@ def test_exercises_have_a_stub_and_a_collapsed_passing_solution(path):
         # A solution defines its own name, so running it leaves the learner's function alone.
         stub_names = set(re.findall(r"^def (\w+)\(", "".join(s.source for s in stubs), re.MULTILINE))
         assert not stub_names & set(re.findall(r"^def (\w+)\(", solution.source, re.MULTILINE))
+
+
+def test_the_repository_url_is_set_once_and_every_chapter_installs_from_it():
+    config = yaml.safe_load((ROOT / "_config.yml").read_text())
+    url = config["repository"]["url"]
+    assert url.startswith("https://github.com/") and "executablebooks" not in url
+    for path in CHAPTERS:
+        first_code = _code_cells(path)[0]
+        assert first_code.source.startswith("# On Colab or Binder, install the course package"), path.name
+        assert f'"selfattention @ git+{url}"' in first_code.source, f"{path.name}: the install cell must use {url}"
+        assert "import selfattention" in first_code.source and "except ImportError" in first_code.source
+        assert "remove-cell" in first_code.metadata.get("tags", []), "hidden on the website, kept in downloads"
+        assert first_code.outputs == [], "nothing to install, and nothing printed, when the package is importable"
