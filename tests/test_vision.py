@@ -146,6 +146,7 @@ def test_patchify_order_is_rows_then_columns_and_channel_row_column_inside():
         (lambda: patchify(np.ones((3, 30, 32)), 4), r"the image size 30x32 is not a multiple of patch_size=4; crop or resize it to a multiple \(for example 28x32\)"),
         (lambda: patchify(np.ones((30, 32)), 4), r"images must have at least 3 axes \(\.\.\., C, H, W\); got shape \(30, 32\)"),
         (lambda: patchify(np.ones((3, 8, 8)), 0), r"patch_size must be a positive integer; got 0"),
+        (lambda: patchify(np.ones((3, 224, 8)), 16), r"the image size 224x8 is not a multiple of patch_size=16; crop or resize it to a multiple \(for example 224x16\)"),
         (lambda: ConvSelfAttention(4), r"in_channels must be at least 8, because queries and keys get in_channels // 8 channels; got in_channels=4"),
         (lambda: T2TAttention(49, 64, num_heads=5), r"chan=64 is not divisible by num_heads=5"),
         (lambda: T2TAttention(49, 64, qkv_bias=1), r"qkv_bias must be True or False; got 1"),
@@ -183,5 +184,7 @@ def test_plots_draw_the_grid_and_the_overlay():
     weights = np.arange(6.0).reshape(2, 3)
     ax = plot_attention_overlay(image, weights, marker=(1, 2), title="t")
     np.testing.assert_array_equal(ax.images[1].get_array(), weights)
+    assert ax.images[1].get_clim() == (0.0, 5.0)
+    assert plot_attention_overlay(image, weights, vmax=9.0).images[1].get_clim() == (0.0, 9.0)
     assert ax.get_title() == "t" and len(ax.lines) == 1
     plt.close("all")

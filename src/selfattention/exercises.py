@@ -605,7 +605,7 @@ def check_conv_self_attention(fn: Callable[..., Any]) -> CheckResult:
     """
     rng = np.random.default_rng(602)
     built = []
-    for B, C, H, W, gamma in [(1, 8, 3, 3, 0.5), (2, 16, 4, 5, 1.0), (1, 8, 2, 2, 0.0)]:
+    for B, C, H, W, gamma in [(1, 16, 3, 3, 0.5), (2, 32, 4, 5, 1.0), (1, 8, 2, 2, 0.7)]:
         state = {
             "q.weight": rng.normal(size=(C // 8, C, 1, 1)), "q.bias": rng.normal(size=C // 8),
             "k.weight": rng.normal(size=(C // 8, C, 1, 1)), "k.bias": rng.normal(size=C // 8),
@@ -620,14 +620,22 @@ def check_conv_self_attention(fn: Callable[..., Any]) -> CheckResult:
             B, C, H, W = x.shape
             pixels = x.reshape(B, C, H * W).swapaxes(1, 2)
             q, k, v = (pixels @ state[f"{n}.weight"].reshape(state[f"{n}.weight"].shape[0], -1).T + state[f"{n}.bias"] for n in "qkv")
-            out, _ = scaled_dot_product_attention(q, k, v, scale=1.0 if change == "scale" else None)
-            out = out.swapaxes(1, 2).reshape(B, C, H, W)
-            return out + x if change == "gamma" else state["gamma"] * out + x
+            scale = {"scale": 1.0, "sqrt_c": C ** -0.5}.get(change)
+            out, _ = scaled_dot_product_attention(q, k, v, scale=scale)
+            out = out.reshape(B, C, H, W) if change == "reshape" else out.swapaxes(1, 2).reshape(B, C, H, W)
+            if change == "gamma":
+                return out + x
+            if change == "residual":
+                return state["gamma"] * out
+            return state["gamma"] * out + x
         return wrong
 
     mistakes = [
         (without("scale"), "It matches unscaled scores: divide by sqrt(C // 8), the width of the queries and keys"),
+        (without("sqrt_c"), "It matches dividing by sqrt(C); the queries and keys have C // 8 channels, so divide by sqrt(C // 8)"),
         (without("gamma"), "It matches adding the attention without gamma: the output is gamma * attention + x"),
+        (without("residual"), "It matches gamma * attention without the input: add x back"),
+        (without("reshape"), "It matches reshaping (B, N, C) straight to (B, C, H, W); swap the pixel and channel axes first"),
     ]
     return _run("convolutional self-attention", fn, built, _compare_single("output"), mistakes)
 
@@ -645,8 +653,11 @@ def check_t2t_parameter_count(fn: Callable[..., Any]) -> CheckResult:
     def compare(got: Any, expected: int) -> str | None:
         if isinstance(got, (bool, np.bool_)) or not isinstance(got, (int, np.integer)):
             return f"should return an integer; got {type(got).__name__}"
-        if got == expected - chan_of[expected]:
+        chan = chan_of[expected]
+        if got == expected - chan:
             return f"got {int(got)}: did you leave out proj's bias (chan values)?"
+        if got in (expected - 3 * chan, expected + 3 * chan):
+            return f"got {int(got)}: qkv has a bias of 3*chan values only when qkv_bias is True"
         if got != expected:
             return f"got {int(got)}, which is not the number of entries in qkv and proj"
         return None

@@ -506,6 +506,7 @@ def plot_attention_overlay(
     alpha: float = 0.6,
     marker: tuple[int, int] | None = None,
     colorbar: bool = True,
+    vmax: float | None = None,
 ) -> Axes:
     """Overlay a grid of attention weights on the image it was computed from.
 
@@ -522,6 +523,9 @@ def plot_attention_overlay(
     marker : (row, col), optional
         A grid cell to mark, e.g. the query position.
     colorbar : bool, default True
+    vmax : float, optional
+        Top of the colour scale (bottom is 0), to give several panels one
+        shared scale; defaults to the largest weight.
 
     Returns
     -------
@@ -549,7 +553,8 @@ def plot_attention_overlay(
     H, W = image.shape[:2]
     rows, cols = weights.shape
     ax.imshow(image.mean(axis=-1), cmap="gray", vmin=0, vmax=1)
-    overlay = ax.imshow(weights, cmap="inferno", alpha=alpha, extent=(-0.5, W - 0.5, H - 0.5, -0.5), interpolation="nearest")
+    overlay = ax.imshow(weights, cmap="inferno", alpha=alpha, extent=(-0.5, W - 0.5, H - 0.5, -0.5),
+                        interpolation="nearest", vmin=0.0, vmax=vmax)
     if marker is not None:
         r, c = marker
         ax.plot((c + 0.5) * W / cols - 0.5, (r + 0.5) * H / rows - 0.5, marker="x", color="cyan", markersize=10, mew=2)

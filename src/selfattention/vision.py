@@ -69,7 +69,7 @@ def patchify(images: ArrayLike, patch_size: int) -> np.ndarray:
     if H % p or W % p:
         raise ValueError(
             f"the image size {H}x{W} is not a multiple of patch_size={p}; crop or resize it to a multiple "
-            f"(for example {H - H % p}x{W - W % p})"
+            f"(for example {max(H - H % p, p)}x{max(W - W % p, p)})"
         )
     rows, cols = H // p, W // p
     grid = images.reshape(*batch, C, rows, p, cols, p)  # (..., C, rows, p, cols, p)
