@@ -1,6 +1,6 @@
 # Self-Attention from Scratch: set-up, build, test.
 #   make book   - set up .venv and build the site into _build/html
-#   make test   - set up .venv and run the unit tests and strict nbval over every chapter
+#   make test   - set up .venv, build the site, run the unit, chapter (nbval) and browser tests
 #   make lab    - open JupyterLab on chapters/
 #   make execute - re-run every chapter top to bottom and save its outputs
 
@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 # Put the venv first, so that Jupyter kernels started from here run its Python.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help install book test test-stable lab execute clean
+.PHONY: help install site book test test-stable lab execute clean
 
 help:
 	@sed -n '2,5p' Makefile | sed 's/^# *//'
@@ -24,11 +24,15 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 
 install: $(STAMP)
 
-book: $(STAMP)
-	$(BIN)/jupyter-book build . -W -n --keep-going
+# --all: a full build takes seconds, and an incremental one can keep stale static files.
+site: $(STAMP)
+	$(BIN)/jupyter-book build . -W -n --keep-going --all
 	$(BIN)/python scripts/check_site.py _build/html
 
-test: $(STAMP)
+book: site
+
+# The browser tests (tests/test_site.py) need the built site.
+test: site
 	$(BIN)/python -m pytest
 
 # The chapters' outputs must not depend on the run or the thread count.

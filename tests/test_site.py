@@ -1,0 +1,178 @@
+"""The built website in a real browser: headless Chromium from Debian's packages.
+
+Serves _build/html on 127.0.0.1 and, for every page in _toc.yml, checks that
+it loads with no console errors, that every image loaded and has alt text,
+that math is typeset by the site's own MathJax, and that the page requested
+nothing from any other host. Saves a screenshot of each page under
+_build/screenshots/. Also checks the search page and a phone-width viewport.
+
+`make test` builds the site before running these. Without Chromium they are
+skipped with a message saying how to install it, except under CI=true, where
+they fail instead.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import json
+import os
+import re
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SITE = ROOT / "_build" / "html"
+SCREENSHOTS = ROOT / "_build" / "screenshots"
+CHROMIUM = shutil.which("chromium")
+CHROMEDRIVER = shutil.which("chromedriver")
+INSTALL_HINT = "install Debian's browser with: apt-get install chromium chromium-driver (bash .ci/install-browser does it)"
+
+
+def _toc_pages() -> list[str]:
+    toc = (ROOT / "_toc.yml").read_text()
+    return re.findall(r"^\s*(?:-\s*)?(?:root|file):\s*(\S+)", toc, re.MULTILINE)
+
+
+PAGES = _toc_pages()
+
+
+@pytest.fixture(scope="module")
+def site_url():
+    if not (SITE / "index.html").is_file():
+        pytest.fail("no built site in _build/html: run `make book` first (`make test` builds it)")
+
+    class QuietHandler(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):  # keep pytest's output clean
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(QuietHandler, directory=str(SITE)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not (CHROMIUM and CHROMEDRIVER):
+        message = f"Chromium or chromedriver not found; {INSTALL_HINT}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)  # CI must run the browser tests, never skip them
+        pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    profile = tempfile.mkdtemp(prefix="chromium-profile-")
+    options = Options()
+    options.binary_location = CHROMIUM
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={profile}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_window_size(1280, 900)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+    shutil.rmtree(profile, ignore_errors=True)
+
+
+def _open(driver, url: str) -> None:
+    driver.get_log("browser")  # drop anything left from the previous page
+    driver.get_log("performance")
+    driver.get(url)
+    # Wait for MathJax, if the page loads it, to finish typesetting.
+    driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "const wait = () => (window.MathJax && MathJax.startup && MathJax.startup.promise)"
+        "  ? MathJax.startup.promise.then(() => done(true)) : done(false);"
+        "if (document.readyState === 'complete') wait(); else window.addEventListener('load', wait);"
+    )
+
+
+def _requested_urls(driver) -> list[str]:
+    urls = []
+    for entry in driver.get_log("performance"):
+        message = json.loads(entry["message"])["message"]
+        if message.get("method") == "Network.requestWillBeSent":
+            urls.append(message["params"]["request"]["url"])
+    return urls
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page_loads_cleanly_and_offline(browser, site_url, page):
+    url = f"{site_url}/{page}.html"
+    _open(browser, url)
+    assert browser.title, f"{page}: no title"
+
+    errors = [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert errors == [], f"{page}: JavaScript console errors: {errors}"
+
+    images = browser.execute_script(
+        "return Array.from(document.images).filter(i => i.getClientRects().length > 0 || i.closest('main'))"
+        ".map(i => ({src: i.currentSrc || i.src, loaded: i.complete && i.naturalWidth > 0, alt: i.alt || ''}));"
+    )
+    for image in images:
+        assert image["loaded"], f"{page}: image did not load: {image['src']}"
+        alt = image["alt"].strip()
+        assert alt and not re.search(r"\.(png|svg|jpe?g)$", alt), f"{page}: image without real alt text: {image['src']} (alt={alt!r})"
+
+    if (SITE / f"{page}.html").read_text(encoding="utf-8").count('class="math') > 0:
+        typeset = browser.execute_script("return document.querySelectorAll('mjx-container').length;")
+        untypeset = browser.execute_script(
+            "return Array.from(document.querySelectorAll('.math')).filter(e => !e.querySelector('mjx-container')).length;"
+        )
+        assert typeset > 0 and untypeset == 0, f"{page}: {untypeset} math elements were not typeset by MathJax"
+        assert "$$" not in browser.execute_script("return document.querySelector('main').innerText;"), f"{page}: raw $$ math"
+
+    foreign = [u for u in _requested_urls(browser) if not u.startswith((site_url, "data:", "blob:", "about:"))]
+    assert foreign == [], f"{page}: requests outside 127.0.0.1: {foreign}"
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    shot = SCREENSHOTS / f"{page.replace('/', '__')}.png"
+    browser.save_screenshot(str(shot))
+    assert shot.stat().st_size > 10_000, f"{page}: screenshot looks empty"
+
+
+def test_search_finds_softmax_in_the_chapters(browser, site_url):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    _open(browser, f"{site_url}/search.html?q=softmax")
+    WebDriverWait(browser, 30).until(
+        lambda d: d.execute_script("return document.querySelectorAll('#search-results li').length") > 0
+        or "did not match" in d.find_element(By.ID, "search-results").text
+    )
+    links = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#search-results li a')).map(a => a.getAttribute('href'));"
+    )
+    found = {re.sub(r"\.html.*$", "", link) for link in links}
+    chapters_with_softmax = {
+        page for page in PAGES if page.startswith("chapters/") and "softmax" in (SITE / f"{page}.html").read_text().lower()
+    }
+    assert len(chapters_with_softmax) >= 2
+    assert chapters_with_softmax <= found, f"search for softmax missed {sorted(chapters_with_softmax - found)}"
+
+
+def test_chapter_one_fits_a_phone_screen(browser, site_url):
+    browser.set_window_size(390, 844)
+    try:
+        _open(browser, f"{site_url}/chapters/01_word_vectors.html")
+        widths = browser.execute_script(
+            "const main = document.querySelector('main') || document.body;"
+            "return {page: document.documentElement.scrollWidth, viewport: document.documentElement.clientWidth,"
+            "        main: main.scrollWidth, mainVisible: main.clientWidth};"
+        )
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        browser.save_screenshot(str(SCREENSHOTS / "mobile__chapters__01_word_vectors.png"))
+    finally:
+        browser.set_window_size(1280, 900)
+    assert widths["page"] <= widths["viewport"], f"the page scrolls sideways on a phone: {widths}"
+    assert widths["main"] <= widths["mainVisible"] + 1, f"the main text is wider than the screen: {widths}"
