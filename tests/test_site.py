@@ -146,8 +146,9 @@ def test_search_finds_softmax_in_the_chapters(browser, site_url):
     from selenium.webdriver.support.ui import WebDriverWait
 
     _open(browser, f"{site_url}/search.html?q=softmax")
-    WebDriverWait(browser, 30).until(
-        lambda d: d.execute_script("return document.querySelectorAll('#search-results li').length") > 0
+    # Sphinx adds results one at a time; wait for its closing summary before reading them.
+    WebDriverWait(browser, 60).until(
+        lambda d: "Search finished" in d.find_element(By.ID, "search-results").text
         or "did not match" in d.find_element(By.ID, "search-results").text
     )
     links = browser.execute_script(
