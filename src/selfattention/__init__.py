@@ -22,6 +22,7 @@ Weight matrices act on the right, ``x @ w``, with ``w`` of shape
 
 from .attention import scaled_dot_product_attention, self_attention
 from .bridges import encoder_layer_config, mha_weights, numpy_state_dict
+from .efficient import memory_efficient_attention
 from .encoder import EncoderParams, encoder_block, encoder_stack, gelu, layer_norm, relu
 from .multihead import (
     merge_heads,
@@ -56,6 +57,7 @@ __all__ = [
     "causal_mask",
     "scaled_dot_product_attention",
     "self_attention",
+    "memory_efficient_attention",
     "split_heads",
     "merge_heads",
     "multihead_attention",

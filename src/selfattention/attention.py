@@ -20,8 +20,6 @@ from ._validation import (
     check_no_nan_or_posinf,
     check_real_scalar,
 )
-from .scores import _softmax
-
 __all__ = ["scaled_dot_product_attention", "self_attention"]
 
 
@@ -77,6 +75,21 @@ def scaled_dot_product_attention(
     -----
     See chapter 1 (one query by hand, then the matrix form) and chapter 2.
     """
+    q, k, v, mask, scale = _validate_attention_args(q, k, v, mask, scale)
+    dtype = np.result_type(q, k, v)
+    # Scale the (T, Dk) queries rather than the (T, S) scores: far fewer numbers.
+    scores = np.matmul(q * np.asarray(scale, dtype=dtype), np.swapaxes(k, -1, -2))  # (..., T, S)
+    if mask is not None:
+        _apply_mask(scores, mask)
+    weights = _softmax_in_place(scores)  # (..., T, S), in the scores' own buffer
+    out = np.matmul(weights, v)  # (..., T, Dv)
+    return out, weights
+
+
+def _validate_attention_args(
+    q: ArrayLike, k: ArrayLike, v: ArrayLike, mask: ArrayLike | None, scale: float | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None, float]:
+    """Check and convert the arguments shared by the attention functions."""
     q = as_float_array(q, "q")
     k = as_float_array(k, "k")
     v = as_float_array(v, "v")
@@ -108,16 +121,30 @@ def scaled_dot_product_attention(
     scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (T, S)
     mask = _check_mask(mask, scores_shape)
 
-    scores = np.matmul(q, np.swapaxes(k, -1, -2))  # (..., T, S)
-    scores *= scale
-    if mask is not None:
-        if mask.dtype == np.bool_:
-            np.copyto(scores, -np.inf, where=~mask)  # True = attend, so block where False
-        else:
-            scores += mask
-    weights = _softmax(scores, axis=-1)  # (..., T, S)
-    out = np.matmul(weights, v)  # (..., T, Dv)
-    return out, weights
+    return q, k, v, mask, scale
+
+
+def _apply_mask(scores: np.ndarray, mask: np.ndarray) -> None:
+    """Apply a validated mask to ``scores`` in place."""
+    if mask.dtype == np.bool_:
+        np.copyto(scores, -np.inf, where=~mask)  # True = attend, so block where False
+    else:
+        scores += mask
+
+
+def _softmax_in_place(scores: np.ndarray) -> np.ndarray:
+    """Softmax over the last axis, overwriting ``scores``; all -inf rows become 0.
+
+    The same arithmetic as the public ``softmax``, without its copies: the
+    attention score matrix is the largest array in play, so it is reused.
+    """
+    row_max = scores.max(axis=-1, keepdims=True)
+    row_max[np.isneginf(row_max)] = 0.0  # a fully blocked row: exp(-inf - 0) = 0, no NaN
+    scores -= row_max
+    np.exp(scores, out=scores)
+    total = scores.sum(axis=-1, keepdims=True)
+    np.divide(scores, total, out=scores, where=total > 0)
+    return scores
 
 
 def _check_mask(mask: Any, scores_shape: tuple[int, ...]) -> np.ndarray | None:
