@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 # Put the venv first, so that Jupyter kernels started from here run its Python.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: help install site book test test-stable lab execute clean
+.PHONY: help install site book test test-stable lab execute bench clean
 
 help:
 	@sed -n '2,5p' Makefile | sed 's/^# *//'
@@ -48,6 +48,10 @@ lab: $(STAMP)
 
 execute: $(STAMP)
 	$(BIN)/python scripts/execute_chapters.py chapters/*.ipynb
+
+# Not part of make test: a few minutes, about 10 GB of memory. Table, bench.json and bench.png.
+bench: $(STAMP)
+	$(BIN)/python benchmarks/bench_attention.py --out _build/bench
 
 clean:
 	rm -rf _build

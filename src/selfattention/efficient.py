@@ -102,6 +102,7 @@ def memory_efficient_attention(
         out *= correction
         out += np.matmul(scores, v[..., start:stop, :])
         running_max = new_max
+        del scores  # free this block before the next one is allocated: one block alive at a time
 
     np.divide(out, running_sum, out=out, where=running_sum > 0)  # fully blocked queries stay 0
     return out

@@ -1,0 +1,184 @@
+"""What attention costs on this machine: NumPy reference, torch SDPA, memory-efficient NumPy.
+
+Usage: python benchmarks/bench_attention.py [--out DIR] [--repeats N]   (make bench)
+
+Sizes: B*H = 32 sequences of head width Dh = 64, float32, T = S in
+{256, 1024, 4096}; both NumPy versions also run at T = 8192. For each it
+reports the best of N wall-clock times, the time ratios the course targets,
+the peak extra memory (NumPy: tracemalloc; torch: the peak resident set of a
+child process, which tracemalloc cannot see), and the achieved GFLOP/s
+(4*B*H*T^2*Dh flops) next to this machine's float32 GEMM rate, measured in
+the same run. Prints a table and writes bench.json and bench.png to --out.
+Not part of make test: it takes a few minutes and needs about 10 GB of memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+from selfattention import memory_efficient_attention, scaled_dot_product_attention  # noqa: E402
+
+SEQUENCES, HEAD_DIM = 32, 64  # B*H and Dh
+LENGTHS = (256, 1024, 4096)
+LONG = 8192  # NumPy versions only
+BLOCK_SIZE = 512
+
+
+def inputs(T: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal((SEQUENCES, T, HEAD_DIM), dtype=np.float32) for _ in range(3))
+
+
+def best_time(function, repeats: int) -> float:
+    function()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def tracemalloc_peak(function) -> int:
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    function()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak
+
+
+TORCH_PEAK = r"""
+import re, numpy as np, torch, torch.nn.functional as F
+T = {T}
+rng = np.random.default_rng(0)
+q, k, v = (torch.from_numpy(rng.standard_normal(({B}, T, {D}), dtype=np.float32)) for _ in range(3))
+def status(key):
+    return int(re.search(key + r":\s+(\d+) kB", open("/proc/self/status").read()).group(1)) * 1024
+F.scaled_dot_product_attention(q, k, v)  # warm-up: one-off allocations are not the attention's
+open("/proc/self/clear_refs", "w").write("5")  # reset the peak resident set
+before = status("VmRSS")
+out = F.scaled_dot_product_attention(q, k, v)
+print(status("VmHWM") - before)
+"""
+
+
+def torch_peak(T: int) -> int | None:
+    """Peak extra resident memory of one torch SDPA call, in a fresh process (Linux only)."""
+    if not Path("/proc/self/clear_refs").exists():
+        return None
+    code = TORCH_PEAK.format(T=T, B=SEQUENCES, D=HEAD_DIM)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return int(result.stdout.strip())
+
+
+def gemm_gflops(repeats: int) -> float:
+    a, b = (np.random.default_rng(1).standard_normal((2048, 2048), dtype=np.float32) for _ in range(2))
+    return 2 * 2048**3 / best_time(lambda: a @ b, repeats) / 1e9
+
+
+def attention_flops(T: int) -> float:
+    return 4 * SEQUENCES * T * T * HEAD_DIM
+
+
+def run(repeats: int) -> dict:
+    results = {"machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "numpy": np.__version__,
+                           "torch": torch.__version__, "python": platform.python_version()},
+               "sizes": {"sequences": SEQUENCES, "head_dim": HEAD_DIM, "dtype": "float32", "block_size": BLOCK_SIZE},
+               "gemm_gflops": gemm_gflops(repeats), "rows": []}
+    plan = [(T, name) for T in LENGTHS for name in ("numpy", "torch", "efficient")]
+    plan += [(LONG, "numpy"), (LONG, "efficient")]
+    timings: dict[tuple[int, str], dict] = {}
+    for T, name in tqdm(plan, desc="benchmark", unit="run"):
+        q, k, v = inputs(T)
+        if name == "numpy":
+            call = lambda: scaled_dot_product_attention(q, k, v)  # noqa: E731
+        elif name == "efficient":
+            call = lambda: memory_efficient_attention(q, k, v, block_size=BLOCK_SIZE)  # noqa: E731
+        else:
+            tq, tk, tv = map(torch.from_numpy, (q, k, v))
+            call = lambda: F.scaled_dot_product_attention(tq, tk, tv)  # noqa: E731
+        seconds = best_time(call, repeats if T < LONG else 1)
+        peak = torch_peak(T) if name == "torch" else tracemalloc_peak(call)
+        timings[(T, name)] = {"T": T, "implementation": name, "seconds": seconds, "peak_extra_bytes": peak,
+                              "gflops": attention_flops(T) / seconds / 1e9,
+                              "memory_method": "peak RSS of a child process" if name == "torch" else "tracemalloc"}
+    results["rows"] = list(timings.values())
+    results["ratios"] = {
+        str(T): {
+            **({"numpy_over_torch_time": timings[(T, "numpy")]["seconds"] / timings[(T, "torch")]["seconds"]} if T != LONG else {}),
+            "efficient_over_numpy_time": timings[(T, "efficient")]["seconds"] / timings[(T, "numpy")]["seconds"],
+            "efficient_over_numpy_memory": timings[(T, "efficient")]["peak_extra_bytes"] / timings[(T, "numpy")]["peak_extra_bytes"],
+        }
+        for T in (*LENGTHS, LONG)
+    }
+    return results
+
+
+def print_table(results: dict) -> None:
+    print(f"\nB*H = {SEQUENCES}, Dh = {HEAD_DIM}, float32; machine float32 GEMM: {results['gemm_gflops']:.1f} GFLOP/s\n")
+    print(f"{'T':>6} {'implementation':>15} {'time (s)':>10} {'GFLOP/s':>9} {'% of GEMM':>10} {'peak extra (MiB)':>17}")
+    for row in results["rows"]:
+        peak = "n/a" if row["peak_extra_bytes"] is None else f"{row['peak_extra_bytes'] / 2**20:,.0f}"
+        share = 100 * row["gflops"] / results["gemm_gflops"]
+        print(f"{row['T']:>6} {row['implementation']:>15} {row['seconds']:>10.4f} {row['gflops']:>9.1f} {share:>9.0f}% {peak:>17}")
+    print("\nratios (targets: numpy/torch time <= 3 at T=1024; efficient/numpy time <= 1.5, memory <= 0.10 at T=8192)")
+    for T, ratio in results["ratios"].items():
+        parts = [f"{key} = {value:.2f}" for key, value in ratio.items()]
+        print(f"  T={T:>5}: " + ", ".join(parts))
+
+
+def plot(results: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for name, marker in (("numpy", "o"), ("torch", "s"), ("efficient", "^")):
+        rows = [r for r in results["rows"] if r["implementation"] == name]
+        Ts = [r["T"] for r in rows]
+        left.loglog(Ts, [r["seconds"] for r in rows], marker=marker, label=name)
+        if name != "torch":
+            right.loglog(Ts, [r["peak_extra_bytes"] / 2**20 for r in rows], marker=marker, label=name)
+    for ax, label in ((left, "best time (s)"), (right, "peak extra memory (MiB)")):
+        ax.set_xlabel("sequence length T (= S)")
+        ax.set_ylabel(label)
+        ax.legend()
+        ax.grid(True, which="both", alpha=0.3)
+    left.set_title(f"Time, B*H={SEQUENCES}, Dh={HEAD_DIM}, float32")
+    right.set_title("Peak extra memory (tracemalloc)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, default=Path("_build/bench"))
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    results = run(args.repeats)
+    print_table(results)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bench.json").write_text(json.dumps(results, indent=2))
+    plot(results, args.out / "bench.png")
+    print(f"\nwrote {args.out / 'bench.json'} and {args.out / 'bench.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
