@@ -98,6 +98,8 @@ RIGHT = [
     (ex.check_patchify, patchify),
     (ex.check_conv_self_attention, lambda x, state: conv_self_attention_forward(x, state)[0]),
     (ex.check_t2t_parameter_count, lambda dim, chan, bias: dim * chan * 3 + (3 * chan if bias else 0) + chan * chan + chan),
+    (ex.check_online_softmax_step, ex._online_step),
+    (ex.check_score_memory, lambda b, h, t, s, n: b * h * t * s * n),
 ]
 
 
@@ -113,7 +115,7 @@ def test_right_answers_pass(check, answer):
 FLOAT32_ROUNDING_ALLOWED = [
     pair for pair in RIGHT if pair[0] not in (
         ex.check_head_parameter_count, ex.check_stable_softmax, ex.check_additive_mask, ex.check_t2t_parameter_count,
-        ex.check_encoder_parameter_count,
+        ex.check_encoder_parameter_count, ex.check_score_memory,
         ex.check_conv_self_attention,  # its state is a dict, which the float32 wrapper does not convert
     )
 ]
@@ -238,6 +240,10 @@ def _single_head_with_plain_transpose(x, w_q, w_k, w_v, w_o):
          r"case 1 .*: got 13760: qkv has a bias of 3\*chan values only when qkv_bias is True$"),
         (ex.check_t2t_parameter_count, lambda dim, chan, bias: dim * chan * 3 + (3 * chan if bias else 0) + chan * chan,
          r"case 1 \(dim=49, chan=64, qkv_bias=False\): got 13504: did you leave out proj's bias \(chan values\)\?$"),
+        (ex.check_online_softmax_step, lambda m, l, o, s, v: (np.maximum(m, s.max(-1, keepdims=True)), l + np.exp(s - np.maximum(m, s.max(-1, keepdims=True))).sum(-1, keepdims=True), o + np.exp(s - np.maximum(m, s.max(-1, keepdims=True))) @ v),
+         r"It matches adding the block without rescaling: multiply the old l and o by exp\(m - m_new\) first$"),
+        (ex.check_score_memory, lambda b, h, t, s, n: b * t * s * n,
+         r"case 2 .*: got 155,236 bytes; the scores are batch \* heads \* T \* S numbers$"),
         (ex.check_single_head, lambda *a: 1 / 0,
          r"case 1 \(B=1, T=1, D=4, Dk=2\) raised ZeroDivisionError: division by zero$"),
     ],

@@ -104,3 +104,16 @@ def test_plot_head_split_shows_each_heads_columns():
 def test_new_plotting_errors(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_plot_block_traversal_marks_the_current_block():
+    from selfattention import plot_block_traversal
+
+    fig = plot_block_traversal(5, steps=[0, 2])
+    panels = [ax for ax in fig.axes if ax.images]
+    assert [ax.get_title() for ax in panels] == ["step 1 of 5", "step 3 of 5"]
+    np.testing.assert_array_equal(panels[1].images[0].get_array()[0], [0, 0, 1, 2, 2])
+    with pytest.raises(ValueError, match=r"steps must be integers in \[0, 4\]; got 5"):
+        plot_block_traversal(5, steps=[5])
+    with pytest.raises(ValueError, match=r"num_blocks must be a positive integer; got 0"):
+        plot_block_traversal(0)

@@ -35,6 +35,7 @@ from .plotting import (
     plot_attention,
     plot_attention_heads,
     plot_attention_overlay,
+    plot_block_traversal,
     plot_encoder_block,
     plot_head_split,
     plot_mask,
@@ -87,6 +88,7 @@ __all__ = [
     "plot_encoder_block",
     "plot_patch_grid",
     "plot_attention_overlay",
+    "plot_block_traversal",
 ]
 
 __version__ = "0.1.0"

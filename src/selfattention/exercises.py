@@ -42,6 +42,8 @@ __all__ = [
     "check_patchify",
     "check_conv_self_attention",
     "check_t2t_parameter_count",
+    "check_online_softmax_step",
+    "check_score_memory",
 ]
 
 
@@ -665,3 +667,65 @@ def check_t2t_parameter_count(fn: Callable[..., Any]) -> CheckResult:
     built = [_Case(f"dim={d}, chan={c}, qkv_bias={b}", (d, c, b), count(d, c, b)) for d, c, b in cases]
     chan_of = {count(d, c, b): c for d, c, b in cases}
     return _run("T2T parameter count", fn, built, compare)
+
+
+# --- Chapter 7 -----------------------------------------------------------------
+
+
+def _online_step(m, l, o, scores, values):
+    new_m = np.maximum(m, scores.max(axis=-1, keepdims=True))
+    correction = np.exp(m - new_m)
+    e = np.exp(scores - new_m)
+    return new_m, correction * l + e.sum(axis=-1, keepdims=True), correction * o + e @ values
+
+
+def check_online_softmax_step(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(m, l, o, scores, values) -> (m, l, o)``: fold one block of keys in.
+
+    ``m`` and ``l`` are (T, 1), ``o`` is (T, Dv), ``scores`` (T, block) and
+    ``values`` (block, Dv). Scores are finite here. See chapter 7, exercise 1.
+    """
+    rng = np.random.default_rng(701)
+    built = []
+    for T, block, Dv, offset in [(1, 4, 2, 0.0), (5, 3, 4, 3.0), (6, 8, 3, -2.0)]:
+        m = rng.normal(size=(T, 1))
+        l = rng.uniform(1.0, 3.0, size=(T, 1))
+        o = rng.normal(size=(T, Dv))
+        scores, values = offset + 2 * rng.normal(size=(T, block)), rng.normal(size=(block, Dv))
+        args = (m, l, o, scores, values)
+        built.append(_Case(f"T={T}, block={block}, Dv={Dv}", args, _online_step(*args)))
+
+    def compare(got: Any, expected: tuple[np.ndarray, np.ndarray, np.ndarray]) -> str | None:
+        if not isinstance(got, tuple) or len(got) != 3:
+            return f"should return a tuple (m, l, o); got {type(got).__name__}"
+        for value, reference, name in zip(got, expected, ("new maximum m", "new sum l", "new output o")):
+            problem = _compare_array(value, reference, name)
+            if problem is not None:
+                return problem
+        return None
+
+    def no_rescale(m, l, o, scores, values):
+        new_m = np.maximum(m, scores.max(axis=-1, keepdims=True))
+        e = np.exp(scores - new_m)
+        return new_m, l + e.sum(axis=-1, keepdims=True), o + e @ values
+
+    mistakes = [(no_rescale, "It matches adding the block without rescaling: multiply the old l and o by exp(m - m_new) first")]
+    return _run("online softmax step", fn, built, compare, mistakes)
+
+
+def check_score_memory(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(batch, heads, T, S, bytes_per_number) -> int``: the bytes of the score matrix.
+
+    See chapter 7, exercise 2.
+    """
+    cases = [(32, 1, 1024, 1024, 4), (1, 12, 197, 197, 4), (8, 16, 4096, 4096, 2), (2, 3, 5, 7, 8)]
+
+    def compare(got: Any, expected: int) -> str | None:
+        if isinstance(got, (bool, np.bool_)) or not isinstance(got, (int, np.integer)):
+            return f"should return an integer number of bytes; got {type(got).__name__}"
+        if got != expected:
+            return f"got {int(got):,} bytes; the scores are batch * heads * T * S numbers"
+        return None
+
+    built = [_Case(f"B={b}, H={h}, T={t}, S={s}, {n} bytes each", (b, h, t, s, n), b * h * t * s * n) for b, h, t, s, n in cases]
+    return _run("score memory", fn, built, compare)

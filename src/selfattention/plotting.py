@@ -27,6 +27,7 @@ __all__ = [
     "plot_encoder_block",
     "plot_patch_grid",
     "plot_attention_overlay",
+    "plot_block_traversal",
 ]
 
 # Up to this many rows and columns, the weights are written into the cells.
@@ -564,6 +565,58 @@ def plot_attention_overlay(
     ax.set_yticks([])
     ax.set_title(title)
     return ax
+
+
+def plot_block_traversal(num_blocks: int, steps: Sequence[int] | None = None) -> Figure:
+    """Show which tiles of the (T, S) score matrix exist at each step of blocked attention.
+
+    One panel per step: the current block of keys (its scores are in memory),
+    the blocks already folded into the running max, sum and output (gone), and
+    the blocks still to come (not yet computed).
+
+    Parameters
+    ----------
+    num_blocks : int
+        How many key blocks S is cut into.
+    steps : sequence of int, optional
+        Which steps to draw (0-based); defaults to the first, second and last.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        If ``num_blocks`` is not a positive integer or a step is out of range.
+
+    Notes
+    -----
+    See chapter 7 (memory-efficient attention).
+    """
+    n = check_positive_int(num_blocks, "num_blocks")
+    steps = [0, min(1, n - 1), n - 1] if steps is None else list(steps)
+    for step in steps:
+        if isinstance(step, (bool, np.bool_)) or not isinstance(step, (int, np.integer)) or not 0 <= step < n:
+            raise ValueError(f"steps must be integers in [0, {n - 1}]; got {step!r}")
+    colours = ListedColormap(["#d9d9d9", "#1f77b4", "#ffffff"])  # done, current, to come
+    fig, axes = plt.subplots(1, len(steps), figsize=(3.3 * len(steps), 3.4), squeeze=False)
+    for ax, step in zip(axes[0], steps):
+        state = np.where(np.arange(n) < step, 0, np.where(np.arange(n) == step, 1, 2))
+        ax.imshow(np.tile(state, (n, 1)), cmap=colours, vmin=0, vmax=2, aspect="auto")
+        ax.set_xticks(np.arange(-0.5, n, 1), minor=True)
+        ax.grid(which="minor", axis="x", color="black", linewidth=0.6)
+        ax.set_xticks(range(n), labels=[str(b) for b in range(n)])
+        ax.set_yticks([])
+        ax.set_xlabel("key block")
+        ax.set_ylabel("all T queries")
+        ax.set_title(f"step {step + 1} of {n}")
+    handles = [plt.Rectangle((0, 0), 1, 1, facecolor=c, edgecolor="black") for c in ("#1f77b4", "#d9d9d9", "#ffffff")]
+    fig.legend(handles, ["scores in memory now", "folded into m, l, o (freed)", "not computed yet"],
+               loc="lower center", ncol=3, frameon=False)
+    fig.suptitle("Blocked attention holds one (T, block) tile of the (T, S) scores at a time")
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return fig
 
 
 def _check_labels(labels: Sequence[str] | None, expected: int, name: str, what: str) -> None:
