@@ -13,7 +13,6 @@ from selfattention import (
     layer_norm,
     multihead_attention,
     patchify,
-    relu,
     scaled_dot_product_attention,
     self_attention,
     softmax,
