@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import assert_close, to_torch
+from selfattention.testing import assert_parity, to_torch
 from selfattention import causal_mask, scaled_dot_product_attention, self_attention
 
 # (q batch, k/v batch, T, S, Dk, Dv): T != S, T = 1, S = 1, extra leading axes, broadcast batches.
@@ -61,9 +61,9 @@ def test_sdpa_matches_torch(rng, dtype, shape, mask_kind, scale):
         *to_torch(q, k, v), attn_mask=None if mask is None else torch.from_numpy(mask), scale=scale
     )
     assert out.dtype == dtype and weights.dtype == dtype
-    assert_close(out, expected, dtype)
+    assert_parity(out, expected, dtype)
     actual_scale = scale if scale is not None else q.shape[-1] ** -0.5
-    assert_close(weights, _torch_weights(q, k, mask, actual_scale), dtype)
+    assert_parity(weights, _torch_weights(q, k, mask, actual_scale), dtype)
 
 
 def test_sdpa_reproduces_the_word_example():
@@ -133,8 +133,8 @@ def test_self_attention_matches_multihead_attention(dtype, x_shape, causal):
     mask = causal_mask(T, dtype=dtype) if causal else None
     expected_y, expected_w = module(x, x, x, attn_mask=None if mask is None else torch.from_numpy(mask))
     y, weights = self_attention(x.numpy(), w_qkv, w_out, mask=mask)
-    assert_close(y, expected_y, dtype)
-    assert_close(weights, expected_w, dtype)
+    assert_parity(y, expected_y, dtype)
+    assert_parity(weights, expected_w, dtype)
 
 
 def test_self_attention_accepts_unbatched_input_like_the_module():
@@ -143,8 +143,8 @@ def test_self_attention_accepts_unbatched_input_like_the_module():
     x = torch.randn(5, 6, dtype=torch.float64)
     expected_y, expected_w = module(x, x, x, attn_mask=torch.from_numpy(causal_mask(5)))
     y, weights = self_attention(x.numpy(), w_qkv, w_out, mask=causal_mask(5))
-    assert_close(y, expected_y, np.float64)
-    assert_close(weights, expected_w, np.float64)
+    assert_parity(y, expected_y, np.float64)
+    assert_parity(weights, expected_w, np.float64)
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import assert_close
+from selfattention.testing import assert_parity, randomise_parameters
 from selfattention import (
     EncoderParams,
     causal_mask,
@@ -25,21 +25,11 @@ TORCH_DTYPES = {np.float64: torch.float64, np.float32: torch.float32}
 BLOCK_TOLERANCE = {np.float64: dict(rtol=1e-10, atol=1e-10), np.float32: dict(rtol=1e-4, atol=1e-4)}
 
 
-def _randomise(module: torch.nn.Module, seed: int, scale: float = 0.3) -> torch.nn.Module:
-    """Set every parameter, biases and LayerNorm affine included, to random non-default values."""
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, parameter in module.named_parameters():
-            noise = scale * torch.randn(parameter.shape, generator=generator, dtype=parameter.dtype)
-            parameter.copy_(1.0 + noise if name.endswith("norm1.weight") or name.endswith("norm2.weight") else noise)
-    return module.eval()
-
-
 def _layer(D=16, H=4, F_=32, norm_first=False, activation="relu", dtype=np.float64, seed=0):
     layer = torch.nn.TransformerEncoderLayer(
         D, H, dim_feedforward=F_, dropout=0.0, activation=activation, norm_first=norm_first, batch_first=True
     ).to(TORCH_DTYPES[dtype])
-    return _randomise(layer, seed)
+    return randomise_parameters(layer, seed=seed)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -52,7 +42,7 @@ def test_layer_norm_matches_torch(rng, dtype, affine):
                             None if bias is None else torch.from_numpy(bias), eps=1e-5)
     got = layer_norm(x, weight, bias)
     assert got.dtype == dtype
-    assert_close(got, expected, dtype)
+    assert_parity(got, expected, dtype)
     if not affine:
         np.testing.assert_allclose(got.mean(axis=-1), 0.0, atol=1e-5)
         np.testing.assert_allclose(got.std(axis=-1), 1.0, rtol=1e-3)
@@ -62,8 +52,8 @@ def test_layer_norm_matches_torch(rng, dtype, affine):
 def test_activations_match_torch(rng, dtype):
     x = (3.0 * rng.normal(size=(4, 7))).astype(dtype)
     assert relu(x).dtype == dtype and gelu(x).dtype == dtype
-    assert_close(relu(x), F.relu(torch.from_numpy(x)), dtype)
-    assert_close(gelu(x), F.gelu(torch.from_numpy(x)), dtype)  # exact (erf) GELU
+    assert_parity(relu(x), F.relu(torch.from_numpy(x)), dtype)
+    assert_parity(gelu(x), F.gelu(torch.from_numpy(x)), dtype)  # exact (erf) GELU
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -99,7 +89,7 @@ def test_encoder_stack_matches_transformer_encoder(dtype, num_layers, norm_first
     template = _layer(norm_first=norm_first, dtype=dtype)
     norm = torch.nn.LayerNorm(16).to(TORCH_DTYPES[dtype]) if final_norm else None
     encoder = torch.nn.TransformerEncoder(template, num_layers, norm=norm, enable_nested_tensor=False)
-    _randomise(encoder, seed=7)  # every layer different, final norm included
+    randomise_parameters(encoder, seed=7)  # every layer different, final norm included
     x = torch.randn(2, 6, 16, dtype=TORCH_DTYPES[dtype], generator=torch.Generator().manual_seed(3))
     mask = causal_mask(6, dtype=dtype)
     with torch.no_grad():
@@ -118,8 +108,7 @@ def test_encoder_params_reads_every_parameter():
     np.testing.assert_array_equal(params.w_ff1, layer.linear1.weight.detach().numpy().T)
     np.testing.assert_array_equal(params.b_ff2, layer.linear2.bias.detach().numpy())
     np.testing.assert_array_equal(params.norm2_weight, layer.norm2.weight.detach().numpy())
-    total = sum(np.asarray(getattr(params, name)).size for name in params.__dataclass_fields__)
-    assert total == sum(p.numel() for p in layer.parameters())
+    assert sum(array.size for _, array in params.named_arrays()) == sum(p.numel() for p in layer.parameters())
 
 
 def test_encoder_layer_config_reads_the_settings():
@@ -140,37 +129,37 @@ def _params(D=4, F_=6, **override):
 @pytest.mark.parametrize(
     ("override", "message"),
     [
-        (dict(w_qkv=np.ones((4, 8))), r"w_qkv must have shape \(D, 3\*D\); got \(4, 8\)"),
-        (dict(w_ff1=np.ones(6)), r"w_ff1 must have shape \(D, F\); got \(6,\)"),
-        (dict(b_ff1=np.ones(4)), r"b_ff1 must have shape \(6,\) for D=4, F=6; got \(4,\)"),
-        (dict(w_ff2=np.ones((4, 6))), r"w_ff2 must have shape \(6, 4\) for D=4, F=6; got \(4, 6\)"),
-        (dict(norm2_bias=np.ones(5)), r"norm2_bias must have shape \(4,\) for D=4, F=6; got \(5,\)"),
-        (dict(b_qkv=np.ones(4)), r"b_qkv must have shape \(12,\) for D=4, F=6; got \(4,\)"),
+        (dict(w_qkv=np.ones((4, 8))), r"w_qkv must have shape \(D, 3\*D\) = \(4, 12\); got \(4, 8\)"),
+        (dict(w_ff1=np.ones(6)), r"w_ff1, b_ff1: weight must be a 2-D \(d_in, d_out\) matrix; got shape \(6,\)"),
+        (dict(b_ff1=np.ones(4)), r"w_ff1, b_ff1: bias must have shape \(d_out,\) = \(6,\) for weight \(4, 6\); got \(4,\)"),
+        (dict(w_ff2=np.ones((4, 6)), b_ff2=np.ones(6)), r"up maps 4 -> 6 features, so down must map 6 -> 4; got 4 -> 6"),
+        (dict(norm2_bias=np.ones(5)), r"norm2_weight, norm2_bias: bias must have the weight's shape \(D,\) = \(4,\); got \(5,\)"),
+        (dict(b_qkv=np.ones(4)), r"b_qkv must have shape \(3\*D,\) = \(12,\); got \(4,\)"),
+        (dict(norm1_weight=np.ones(5), norm1_bias=np.ones(5)), r"every part must have the model width D=4 of the attention's input; norm1 has 5"),
     ],
 )
 def test_encoder_params_shape_errors(override, message):
     with pytest.raises(ValueError, match=message):
-        EncoderParams(**_params(**override))
+        EncoderParams.from_arrays(**_params(**override))
 
 
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: encoder_block(np.ones((3, 4)), EncoderParams(**_params()), 2, activation="tanh"),
+        (lambda: encoder_block(np.ones((3, 4)), EncoderParams.from_arrays(**_params()), 2, activation="tanh"),
          r"activation must be one of \['gelu', 'relu'\]; got 'tanh'"),
         (lambda: encoder_block(np.ones((3, 4)), _params(), 2), r"params must be an EncoderParams; got dict"),
-        (lambda: encoder_block(np.ones((3, 8)), EncoderParams(**_params()), 2), r"x has width D=8 but the parameters are for D=4"),
-        (lambda: encoder_block(np.ones((3, 4)), EncoderParams(**_params()), 3), r"the model width D=4 is not divisible by num_heads=3"),
-        (lambda: encoder_block(np.ones((3, 4)), EncoderParams(**_params()), 2, norm_first="yes"), r"norm_first must be True or False; got 'yes'"),
-        (lambda: encoder_block(np.ones((3, 4)), EncoderParams(**_params()), 2, eps=0.0), r"eps must be positive; got 0.0"),
+        (lambda: encoder_block(np.ones((3, 8)), EncoderParams.from_arrays(**_params()), 2), r"x has width D=8 but the parameters are for D=4"),
+        (lambda: encoder_block(np.ones((3, 4)), EncoderParams.from_arrays(**_params()), 3), r"the model width D=4 is not divisible by num_heads=3"),
+        (lambda: encoder_block(np.ones((3, 4)), EncoderParams.from_arrays(**_params()), 2, norm_first="yes"), r"norm_first must be True or False; got 'yes'"),
+        (lambda: encoder_block(np.ones((3, 4)), EncoderParams.from_arrays(**_params()), 2, eps=0.0), r"eps must be positive; got 0.0"),
         (lambda: encoder_stack(np.ones((3, 4)), [], 2), r"layers must hold at least one EncoderParams; got an empty sequence"),
-        (lambda: encoder_stack(np.ones((3, 4)), [EncoderParams(**_params()), "x"], 2), r"layers\[1\] must be an EncoderParams; got str"),
-        (lambda: encoder_stack(np.ones((3, 4)), [EncoderParams(**_params())], 2, final_norm=np.ones(4)), r"final_norm must be a \(weight, bias\) pair or None; got ndarray"),
+        (lambda: encoder_stack(np.ones((3, 4)), [EncoderParams.from_arrays(**_params()), "x"], 2), r"layers\[1\] must be an EncoderParams; got str"),
+        (lambda: encoder_stack(np.ones((3, 4)), [EncoderParams.from_arrays(**_params())], 2, final_norm=np.ones(4)), r"final_norm must be a \(weight, bias\) pair or None; got ndarray"),
         (lambda: layer_norm(np.ones((2, 4)), weight=np.ones(3)), r"weight must have shape \(D,\) = \(4,\) for x with D=4; got \(3,\)"),
         (lambda: layer_norm(np.ones((2, 4)), bias=np.ones((4, 1))), r"bias must have shape \(D,\) = \(4,\) for x with D=4; got \(4, 1\)"),
         (lambda: layer_norm(np.float64(1.0)), r"x must have at least 1 axes \(\.\.\., D\); got shape \(\)"),
         (lambda: EncoderParams.from_torch(torch.nn.Linear(2, 2)), r"expected a torch.nn.TransformerEncoderLayer; got Linear"),
-        (lambda: EncoderParams.from_torch(torch.nn.TransformerEncoderLayer(4, 2, 8, bias=False)), r"layers built with bias=False are not supported"),
         (lambda: encoder_layer_config(torch.nn.TransformerEncoderLayer(4, 2, 8, activation=torch.tanh)), r"only ReLU and exact GELU activations are supported"),
         (lambda: encoder_layer_config(torch.nn.MultiheadAttention(4, 2)), r"expected a torch.nn.TransformerEncoderLayer; got MultiheadAttention"),
         (lambda: plot_encoder_block(activation="swish"), r"activation must be one of \['gelu', 'relu'\]; got 'swish'"),

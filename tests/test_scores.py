@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import assert_close
+from selfattention.testing import assert_parity
 from selfattention import causal_mask, softmax
 
 
@@ -18,7 +18,7 @@ def test_softmax_matches_torch(rng, dtype, shape, axis):
     x = (3.0 * rng.normal(size=shape)).astype(dtype)
     got = softmax(x, axis=axis)
     assert got.dtype == dtype
-    assert_close(got, torch.softmax(torch.from_numpy(x), dim=axis), dtype)
+    assert_parity(got, torch.softmax(torch.from_numpy(x), dim=axis), dtype)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -27,7 +27,7 @@ def test_softmax_is_finite_and_correct_for_huge_scores(rng, dtype, offset):
     x = (offset + rng.normal(size=(4, 6))).astype(dtype)
     got = softmax(x)
     assert np.isfinite(got).all()
-    assert_close(got, torch.softmax(torch.from_numpy(x), dim=-1), dtype)
+    assert_parity(got, torch.softmax(torch.from_numpy(x), dim=-1), dtype)
 
 
 def test_softmax_promotes_integers_and_rows_sum_to_one():
@@ -93,8 +93,8 @@ def test_causal_mask_matches_the_torch_idiom_and_takes_a_dtype():
         (0, np.float64, r"T must be a positive integer; got 0"),
         (2.5, np.float64, r"T must be a positive integer; got 2.5 of type float"),
         (True, np.float64, r"T must be a positive integer; got True of type bool"),
-        (3, np.int64, r"dtype must be a floating dtype \(it holds -inf\); got int64"),
-        (3, "not-a-dtype", r"dtype must be a NumPy floating dtype; got 'not-a-dtype'"),
+        (3, np.int64, r"dtype must be bool \(True = attend\) or a floating dtype \(it holds -inf\); got int64"),
+        (3, "not-a-dtype", r"dtype must be bool or a NumPy floating dtype; got 'not-a-dtype'"),
     ],
 )
 def test_causal_mask_errors(T, dtype, message):

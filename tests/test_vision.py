@@ -19,6 +19,7 @@ from selfattention import (
     plot_patch_grid,
     t2t_attention_forward,
 )
+from selfattention.testing import randomise_parameters
 
 def _assert_twin_matches(got, expected, dtype):
     """float64: 1e-10. float32: rounding grows with the outputs' size, so atol is relative to the largest."""
@@ -26,14 +27,6 @@ def _assert_twin_matches(got, expected, dtype):
         np.testing.assert_allclose(got, expected, rtol=1e-10, atol=1e-12)
     else:
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4 * max(1.0, float(np.abs(expected).max())))
-
-
-def _randomise(module: torch.nn.Module, seed: int) -> torch.nn.Module:
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for parameter in module.parameters():
-            parameter.copy_(0.3 * torch.randn(parameter.shape, generator=generator, dtype=parameter.dtype))
-    return module
 
 
 def test_state_dict_names_are_exactly_the_sources():
@@ -48,7 +41,7 @@ def test_state_dict_names_are_exactly_the_sources():
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize(("in_channels", "patch_size", "embed_dim", "size"), [(3, 4, 64, 32), (1, 2, 8, 6), (3, 8, 16, 16)])
 def test_patch_attention_block_matches_its_twin(dtype, in_channels, patch_size, embed_dim, size):
-    module = _randomise(PatchAttentionBlock(in_channels, patch_size, embed_dim).to(dtype), seed=1)
+    module = randomise_parameters(PatchAttentionBlock(in_channels, patch_size, embed_dim).to(dtype), seed=1)
     x = torch.randn(2, in_channels, size, size, dtype=dtype, generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         expected = module(x).numpy()
@@ -68,7 +61,7 @@ def test_patch_attention_block_source_shapes():
 @pytest.mark.parametrize("gamma", [0.0, 0.7])
 @pytest.mark.parametrize(("C", "H", "W"), [(8, 4, 4), (16, 6, 5), (64, 8, 8)])
 def test_conv_self_attention_matches_its_twin(dtype, gamma, C, H, W):
-    module = _randomise(ConvSelfAttention(C).to(dtype), seed=3)
+    module = randomise_parameters(ConvSelfAttention(C).to(dtype), seed=3)
     with torch.no_grad():
         module.gamma.fill_(gamma)
     x = torch.randn(2, C, H, W, dtype=dtype, generator=torch.Generator().manual_seed(4))
@@ -94,7 +87,7 @@ def test_conv_self_attention_starts_as_the_identity():
 @pytest.mark.parametrize("qkv_bias", [False, True])
 @pytest.mark.parametrize("qk_scale", [None, 0.05])
 def test_t2t_attention_matches_its_twin(dtype, num_heads, qkv_bias, qk_scale):
-    module = _randomise(T2TAttention(49, 64, num_heads, qkv_bias=qkv_bias, qk_scale=qk_scale).to(dtype), seed=5)
+    module = randomise_parameters(T2TAttention(49, 64, num_heads, qkv_bias=qkv_bias, qk_scale=qk_scale).to(dtype), seed=5)
     x = torch.rand(13, 100, 49, dtype=dtype, generator=torch.Generator().manual_seed(6))
     with torch.no_grad():
         expected = module(x).numpy()
@@ -112,7 +105,7 @@ def test_t2t_scale_and_parameter_count():
 
 
 def test_t2t_skip_connection_adds_the_unsplit_values():
-    module = _randomise(T2TAttention(10, 8, num_heads=4).double(), seed=7)
+    module = randomise_parameters(T2TAttention(10, 8, num_heads=4).double(), seed=7)
     x = torch.randn(2, 5, 10, dtype=torch.float64)
     state = numpy_state_dict(module)
     v = x.numpy() @ state["qkv.weight"][16:].T  # the third block of qkv's outputs
@@ -162,7 +155,7 @@ def test_patchify_order_is_rows_then_columns_and_channel_row_column_inside():
         (lambda: t2t_attention_forward(np.ones((2, 5, 48)), numpy_state_dict(T2TAttention(49, 64))), r"x must have shape \(B, N, dim=49\); got shape \(2, 5, 48\)"),
         (lambda: t2t_attention_forward(np.ones((2, 5, 49)), numpy_state_dict(T2TAttention(49, 64)), num_heads=3), r"chan=64 is not divisible by num_heads=3"),
         (lambda: conv_self_attention_forward(np.ones((8, 4, 4)), numpy_state_dict(ConvSelfAttention(8))), r"x must have shape \(B, C, H, W\); got shape \(8, 4, 4\)"),
-        (lambda: patch_attention_forward(np.ones((1, 3, 8, 8)), [], 4), r"state must be a mapping of parameter names to arrays; got list"),
+        (lambda: patch_attention_forward(np.ones((1, 3, 8, 8)), [], 4), r"params must be a PatchAttentionParams or the state dict of a PatchAttentionBlock \(a mapping of parameter names to arrays\); got list"),
         (lambda: numpy_state_dict(np.ones(3)), r"expected a torch.nn.Module; got ndarray"),
         (lambda: plot_patch_grid(np.ones((10, 10, 3)), 4), r"the image size 10x10 is not a multiple of patch_size=4"),
         (lambda: plot_patch_grid(np.full((8, 8, 3), 2.0), 4), r"image values must lie in \[0, 1\]"),

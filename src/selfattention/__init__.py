@@ -17,78 +17,69 @@ N     number of stacked encoder blocks
 ====  ==========================================================
 
 Weight matrices act on the right, ``x @ w``, with ``w`` of shape
-``(d_in, d_out)``; a PyTorch ``nn.Linear`` weight is the transpose.
+``(d_in, d_out)``, held in the containers of :mod:`selfattention.params`; a
+PyTorch ``nn.Linear`` weight is the transpose, and :mod:`selfattention.interop`
+is the one place that converts.
+
+The modules, in teaching order: ``scores`` (softmax), ``masks``, ``params``
+(weight containers), ``attention``, ``multihead``, ``encoder``, ``vision``,
+``efficient``; then ``interop`` (reading PyTorch), ``plotting``,
+``exercises`` (the checkers), ``testing`` and ``measure`` (helpers for the
+tests, chapters and benchmarks).
+
+``import selfattention`` loads NumPy and SciPy only. torch is imported when
+something that needs it is first used (the PyTorch modules of chapter 6, the
+readers of PyTorch modules, ``selfattention.testing``), and matplotlib when a
+figure is first drawn.
 """
 
-from .attention import scaled_dot_product_attention, self_attention
-from .bridges import encoder_layer_config, mha_weights, numpy_state_dict
-from .efficient import memory_efficient_attention
-from .encoder import EncoderParams, encoder_block, encoder_stack, gelu, layer_norm, relu
-from .multihead import (
-    merge_heads,
-    mha_multiply_adds,
-    mha_parameter_count,
-    multihead_attention,
-    split_heads,
-)
-from .plotting import (
-    plot_attention,
-    plot_attention_heads,
-    plot_attention_overlay,
-    plot_block_traversal,
-    plot_encoder_block,
-    plot_head_split,
-    plot_mask,
-    plot_patch_grid,
-    plot_token_grid,
-)
-from .scores import causal_mask, softmax
-from .vision import (
-    ConvSelfAttention,
-    PatchAttentionBlock,
-    T2TAttention,
-    conv_self_attention_forward,
-    patch_attention_forward,
-    patchify,
-    t2t_attention_forward,
-)
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from . import attention, efficient, encoder, interop, masks, multihead, params, plotting, scores, vision
+from .attention import *  # noqa: F403
+from .efficient import *  # noqa: F403
+from .encoder import *  # noqa: F403
+from .interop import *  # noqa: F403
+from .masks import *  # noqa: F403
+from .multihead import *  # noqa: F403
+from .params import *  # noqa: F403
+from .plotting import *  # noqa: F403
+from .scores import *  # noqa: F403
+from .vision import *  # noqa: F403
+
+# Names whose module imports torch: loaded on first use (PEP 562). A test checks
+# that this list equals the module's own __all__.
+_LAZY = {"vision_modules": ("PatchAttentionBlock", "ConvSelfAttention", "T2TAttention")}
+_SUBMODULES = ("exercises", "testing", "measure", "vision_modules")
 
 __all__ = [
-    "softmax",
-    "causal_mask",
-    "scaled_dot_product_attention",
-    "self_attention",
-    "memory_efficient_attention",
-    "split_heads",
-    "merge_heads",
-    "multihead_attention",
-    "mha_parameter_count",
-    "mha_multiply_adds",
-    "mha_weights",
-    "layer_norm",
-    "relu",
-    "gelu",
-    "EncoderParams",
-    "encoder_block",
-    "encoder_stack",
-    "encoder_layer_config",
-    "patchify",
-    "PatchAttentionBlock",
-    "ConvSelfAttention",
-    "T2TAttention",
-    "patch_attention_forward",
-    "conv_self_attention_forward",
-    "t2t_attention_forward",
-    "numpy_state_dict",
-    "plot_attention",
-    "plot_token_grid",
-    "plot_mask",
-    "plot_attention_heads",
-    "plot_head_split",
-    "plot_encoder_block",
-    "plot_patch_grid",
-    "plot_attention_overlay",
-    "plot_block_traversal",
+    *scores.__all__,
+    *masks.__all__,
+    *params.__all__,
+    *attention.__all__,
+    *multihead.__all__,
+    *encoder.__all__,
+    *vision.__all__,
+    *_LAZY["vision_modules"],
+    *efficient.__all__,
+    *interop.__all__,
+    *plotting.__all__,
 ]
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    for module, names in _LAZY.items():
+        if name in names:
+            return getattr(importlib.import_module(f".{module}", __name__), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__, *_SUBMODULES})

@@ -8,6 +8,7 @@ learner never has to decode a broadcasting traceback from deep inside NumPy.
 from __future__ import annotations
 
 import numbers
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -81,6 +82,55 @@ def check_real_scalar(value: Any, name: str) -> float:
     """Return ``value`` as a finite float, raising for bools, arrays, NaN and infinities."""
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be a real number; got {value!r} of type {type(value).__name__}")
+    value = float(value)  # also turns a Fraction or a Decimal into something np.isfinite takes
     if not np.isfinite(value):
         raise ValueError(f"{name} must be finite; got {value}")
-    return float(value)
+    return value
+
+
+def check_bool(value: Any, name: str) -> bool:
+    """Return ``value`` as a bool, raising unless it is True or False (NumPy's bools included)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False; got {value!r}")
+    return bool(value)
+
+
+def check_choice(value: Any, choices: Iterable[str], name: str) -> str:
+    """Return ``value`` if it is one of ``choices``; unhashable values are rejected too."""
+    choices = sorted(choices)
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {choices}; got {value!r}")
+    return value
+
+
+def check_divisible(value: int, divisor: int, value_name: str, divisor_name: str) -> int:
+    """Return ``value // divisor``, raising unless ``divisor`` divides ``value``.
+
+    The message suggests the divisors of ``value`` up to 16, e.g. for a head count.
+    """
+    if value % divisor:
+        options = [d for d in range(1, min(value, 16) + 1) if value % d == 0]
+        raise ValueError(
+            f"{value_name}={value} is not divisible by {divisor_name}={divisor}; "
+            f"try {divisor_name} in {options}"
+        )
+    return value // divisor
+
+
+def check_finite(arr: np.ndarray, name: str, purpose: str = "") -> None:
+    """Raise if ``arr`` holds NaN or an infinity; ``purpose`` ends the first clause ("to plot")."""
+    bad = int(np.size(arr) - np.isfinite(arr).sum())
+    if bad:
+        raise ValueError(f"{name} must be finite{' ' + purpose if purpose else ''}; found {bad} NaN or infinite value(s)")
+
+
+def check_image_size(height: int, width: int, patch_size: int) -> None:
+    """Raise unless ``patch_size`` divides both sides of a ``height x width`` image."""
+    if height % patch_size or width % patch_size:
+        def fit(side: int) -> int:
+            return max(side - side % patch_size, patch_size)
+
+        raise ValueError(
+            f"the image size {height}x{width} is not a multiple of patch_size={patch_size}; "
+            f"crop or resize it to a multiple (for example {fit(height)}x{fit(width)})"
+        )

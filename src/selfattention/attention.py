@@ -13,13 +13,11 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import (
-    as_float_array,
-    check_matrix_shape,
-    check_min_ndim,
-    check_no_nan_or_posinf,
-    check_real_scalar,
-)
+from ._validation import as_float_array, check_bool, check_min_ndim, check_real_scalar
+from .masks import apply_causal, apply_mask, check_mask
+from .params import AttentionParams, project_qkv
+from .scores import _softmax
+
 __all__ = ["scaled_dot_product_attention", "self_attention"]
 
 
@@ -29,6 +27,7 @@ def scaled_dot_product_attention(
     v: ArrayLike,
     mask: ArrayLike | None = None,
     scale: float | None = None,
+    is_causal: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Scaled dot-product attention, returning the output and the weights.
 
@@ -53,6 +52,15 @@ def scaled_dot_product_attention(
         in which case it is added to the scores (0 keeps, ``-inf`` blocks).
     scale : float, optional
         Multiplies the scores; defaults to ``1 / sqrt(Dk)``.
+    is_causal : bool, default False
+        Also block every key after the query's own position, without the
+        caller building a mask. The alignment is lower-right, as in
+        :func:`selfattention.causal_mask`: with S keys and T queries, query
+        ``i`` sits at position ``S - T + i`` (the T newest tokens, after a KV
+        cache of ``S - T``). PyTorch's ``F.scaled_dot_product_attention(
+        is_causal=True)`` aligns upper-left instead; the two agree only when
+        T = S. May be combined with ``mask``: a key is then kept only if both
+        keep it.
 
     Returns
     -------
@@ -69,19 +77,24 @@ def scaled_dot_product_attention(
         If an input has fewer than 2 axes, the last axes of ``q`` and ``k``
         differ, ``k`` and ``v`` hold different numbers of tokens, the batch axes
         do not broadcast, the mask does not broadcast to ``(..., T, S)`` or is
-        of integer type, or ``scale`` is not a finite real number.
+        of integer type, ``scale`` is not a finite real number, or
+        ``is_causal`` is not a bool.
 
     Notes
     -----
-    See chapter 1 (one query by hand, then the matrix form) and chapter 2.
+    See chapter 1 (one query by hand, then the matrix form), chapter 2, and
+    chapter 3 (masks and ``is_causal``).
     """
     q, k, v, mask, scale = _validate_attention_args(q, k, v, mask, scale)
+    is_causal = check_bool(is_causal, "is_causal")
     dtype = np.result_type(q, k, v)
     # Scale the (T, Dk) queries rather than the (T, S) scores: far fewer numbers.
     scores = np.matmul(q * np.asarray(scale, dtype=dtype), np.swapaxes(k, -1, -2))  # (..., T, S)
     if mask is not None:
-        _apply_mask(scores, mask)
-    weights = _softmax_in_place(scores)  # (..., T, S), in the scores' own buffer
+        apply_mask(scores, mask)
+    if is_causal:
+        apply_causal(scores, k.shape[-2])
+    weights = _softmax(scores, -1, in_place=True)  # (..., T, S), in the scores' own buffer
     out = np.matmul(weights, v)  # (..., T, Dv)
     return out, weights
 
@@ -119,59 +132,9 @@ def _validate_attention_args(
     scale = 1.0 / math.sqrt(Dk) if scale is None else check_real_scalar(scale, "scale")
 
     scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (T, S)
-    mask = _check_mask(mask, scores_shape)
+    mask = check_mask(mask, scores_shape)
 
     return q, k, v, mask, scale
-
-
-def _apply_mask(scores: np.ndarray, mask: np.ndarray) -> None:
-    """Apply a validated mask to ``scores`` in place."""
-    if mask.dtype == np.bool_:
-        np.copyto(scores, -np.inf, where=~mask)  # True = attend, so block where False
-    else:
-        scores += mask
-
-
-def _softmax_in_place(scores: np.ndarray) -> np.ndarray:
-    """Softmax over the last axis, overwriting ``scores``; all -inf rows become 0.
-
-    The same arithmetic as the public ``softmax``, without its copies: the
-    attention score matrix is the largest array in play, so it is reused.
-    """
-    row_max = scores.max(axis=-1, keepdims=True)
-    row_max[np.isneginf(row_max)] = 0.0  # a fully blocked row: exp(-inf - 0) = 0, no NaN
-    scores -= row_max
-    np.exp(scores, out=scores)
-    total = scores.sum(axis=-1, keepdims=True)
-    np.divide(scores, total, out=scores, where=total > 0)
-    return scores
-
-
-def _check_mask(mask: Any, scores_shape: tuple[int, ...]) -> np.ndarray | None:
-    """Validate an attention mask against the scores' shape and return it as an array."""
-    if mask is None:
-        return None
-    try:
-        mask = np.asarray(mask)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"mask must be an array; could not convert it: {exc}") from None
-    if mask.dtype != np.bool_ and not np.issubdtype(mask.dtype, np.floating):
-        raise ValueError(
-            "mask must be boolean (True = attend) or floating (added to the scores: "
-            f"0 keeps, -inf blocks); got dtype {mask.dtype}. For a 0/1 mask, pass mask.astype(bool)"
-        )
-    try:
-        fits = np.broadcast_shapes(mask.shape, scores_shape) == scores_shape
-    except ValueError:
-        fits = False
-    if not fits:
-        raise ValueError(
-            f"mask of shape {mask.shape} does not broadcast to the scores' shape "
-            f"(..., T, S) = {scores_shape}"
-        )
-    if mask.dtype != np.bool_:
-        check_no_nan_or_posinf(mask, "mask")
-    return mask
 
 
 def self_attention(
@@ -220,12 +183,7 @@ def self_attention(
     """
     x = as_float_array(x, "x")
     check_min_ndim(x, "x", 2, "(..., T, D)")
-    D = x.shape[-1]
-    w_qkv = as_float_array(w_qkv, "w_qkv")
-    w_out = as_float_array(w_out, "w_out")
-    check_matrix_shape(w_qkv, "w_qkv", (D, 3 * D), f"(D, 3*D) for x with D={D}")
-    check_matrix_shape(w_out, "w_out", (D, D), f"(D, D) for x with D={D}")
-
-    q, k, v = np.split(x @ w_qkv, 3, axis=-1)  # each (..., T, D)
+    params = AttentionParams.from_fused(w_qkv, w_out, d_model=x.shape[-1])
+    q, k, v = project_qkv(x, params)  # each (..., T, D)
     out, weights = scaled_dot_product_attention(q, k, v, mask=mask)
-    return out @ w_out, weights  # (..., T, D), (..., T, T)
+    return params.out(out), weights  # (..., T, D), (..., T, T)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import check_positive_int
-from .attention import _apply_mask, _validate_attention_args
+from ._validation import check_bool, check_positive_int
+from .attention import _validate_attention_args
+from .masks import apply_causal, apply_mask
 
-__all__ = ["memory_efficient_attention"]
+__all__ = ["memory_efficient_attention", "online_softmax_update"]
 
 
 def memory_efficient_attention(
@@ -23,6 +24,7 @@ def memory_efficient_attention(
     mask: ArrayLike | None = None,
     scale: float | None = None,
     block_size: int = 512,
+    is_causal: bool = False,
 ) -> np.ndarray:
     r"""Scaled dot-product attention that visits the keys ``block_size`` at a time.
 
@@ -54,6 +56,10 @@ def memory_efficient_attention(
         Defaults to ``1 / sqrt(Dk)``.
     block_size : int, default 512
         Keys per block.
+    is_causal : bool, default False
+        Block later keys, with the lower-right alignment of
+        :func:`selfattention.scaled_dot_product_attention`; only a
+        ``(T, block_size)`` boolean pattern is built per block.
 
     Returns
     -------
@@ -65,7 +71,7 @@ def memory_efficient_attention(
     ------
     ValueError
         As :func:`selfattention.scaled_dot_product_attention` does, or if
-        ``block_size`` is not a positive integer.
+        ``block_size`` is not a positive integer or ``is_causal`` not a bool.
 
     Notes
     -----
@@ -74,6 +80,7 @@ def memory_efficient_attention(
     """
     q, k, v, mask, scale = _validate_attention_args(q, k, v, mask, scale)
     block = check_positive_int(block_size, "block_size")
+    is_causal = check_bool(is_causal, "is_causal")
     dtype = np.result_type(q, k, v)
     S = k.shape[-2]
     batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
@@ -91,18 +98,72 @@ def memory_efficient_attention(
         stop = min(start + block, S)
         scores = np.matmul(q, np.swapaxes(k[..., start:stop, :], -1, -2))  # (..., T, block)
         if mask is not None:
-            _apply_mask(scores, mask[..., start:stop])
-        new_max = np.maximum(running_max, scores.max(axis=-1, keepdims=True))
-        safe_max = np.where(np.isneginf(new_max), 0.0, new_max)  # all blocked so far: exps are 0, not NaN
-        correction = np.exp(running_max - safe_max)  # e^{m - m'}; 0 while m = -inf
-        scores -= safe_max
-        np.exp(scores, out=scores)  # e^{s_j - m'}
-        running_sum *= correction
-        running_sum += scores.sum(axis=-1, keepdims=True)
-        out *= correction
-        out += np.matmul(scores, v[..., start:stop, :])
-        running_max = new_max
+            apply_mask(scores, mask[..., start:stop])
+        if is_causal:
+            apply_causal(scores, S, start)
+        running_max, running_sum, out = online_softmax_update(
+            running_max, running_sum, out, scores, v[..., start:stop, :], overwrite_scores=True
+        )
         del scores  # free this block before the next one is allocated: one block alive at a time
 
     np.divide(out, running_sum, out=out, where=running_sum > 0)  # fully blocked queries stay 0
     return out
+
+
+def online_softmax_update(
+    running_max: np.ndarray,
+    running_sum: np.ndarray,
+    out: np.ndarray,
+    scores: np.ndarray,
+    values: np.ndarray,
+    *,
+    overwrite_scores: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Fold one block of keys into the running maximum, sum and unnormalised output.
+
+    .. math::
+
+        m' = \max(m, \max_j s_j), \qquad
+        \ell' = e^{m - m'} \ell + \sum_j e^{s_j - m'}, \qquad
+        o' = e^{m - m'} o + \sum_j e^{s_j - m'} v_j
+
+    Start from :math:`m = -\infty`, :math:`\ell = 0`, :math:`o = 0`; after the
+    last block, :math:`o / \ell` is the softmax-weighted sum of the values.
+    While every score so far is ``-inf`` (a blocked query), the shift is 0
+    instead of :math:`-\infty`, so nothing becomes NaN and the query keeps
+    :math:`\ell = 0`.
+
+    Parameters
+    ----------
+    running_max, running_sum : numpy.ndarray, shape (..., T, 1)
+        :math:`m` and :math:`\ell` so far.
+    out : numpy.ndarray, shape (..., T, Dv)
+        :math:`o` so far, not yet divided by :math:`\ell`.
+    scores : numpy.ndarray, shape (..., T, block)
+        This block's (scaled, masked) scores.
+    values : numpy.ndarray, shape (..., block, Dv)
+        This block's values.
+    overwrite_scores : bool, default False
+        Reuse ``scores``' memory for its exponentials (what
+        :func:`memory_efficient_attention` does, to hold one block at a time).
+
+    Returns
+    -------
+    tuple of numpy.ndarray
+        The new ``(running_max, running_sum, out)``.
+
+    Notes
+    -----
+    See chapter 7 (exercise 1 asks for this step) and :cite:`milakov2018online`.
+    This function does not validate its arguments: it is the inner step of
+    :func:`memory_efficient_attention`, which has.
+    """
+    new_max = np.maximum(running_max, scores.max(axis=-1, keepdims=True))  # m'
+    shift = np.where(np.isneginf(new_max), 0.0, new_max)  # all blocked so far: exps are 0, not NaN
+    correction = np.exp(running_max - shift)  # e^{m - m'}; 0 while m = -inf
+    exps = scores if overwrite_scores else scores.copy()
+    exps -= shift
+    np.exp(exps, out=exps)  # e^{s_j - m'}
+    new_sum = correction * running_sum + exps.sum(axis=-1, keepdims=True)
+    new_out = correction * out + np.matmul(exps, values)
+    return new_max, new_sum, new_out

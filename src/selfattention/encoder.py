@@ -9,20 +9,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import erf
 
-from ._validation import as_float_array, check_min_ndim, check_real_scalar
+from ._validation import as_float_array, check_bool, check_choice, check_min_ndim, check_real_scalar
 from .multihead import multihead_attention
+from .params import AttentionParams, FeedForwardParams, LayerNormParams, Linear, _Container
 
 __all__ = [
     "layer_norm",
     "relu",
     "gelu",
+    "feed_forward",
     "EncoderParams",
     "encoder_block",
     "encoder_stack",
@@ -103,91 +106,142 @@ def gelu(x: ArrayLike) -> np.ndarray:
 ACTIVATIONS: dict[str, Callable[[ArrayLike], np.ndarray]] = {"relu": relu, "gelu": gelu}
 
 
-@dataclass
-class EncoderParams:
-    """Every weight of one encoder block, in the package's ``x @ w`` layout.
+def feed_forward(x: ArrayLike, params: FeedForwardParams, activation: str = "relu") -> np.ndarray:
+    r"""The position-wise feed-forward sub-layer, :math:`\sigma(x W_1 + b_1) W_2 + b_2`: D -> F -> D.
 
-    Shapes, with D the model width and F the feed-forward width, and the
-    ``nn.TransformerEncoderLayer`` parameter each one comes from:
+    Parameters
+    ----------
+    x : array_like, shape (..., D)
+    params : FeedForwardParams
+    activation : {"relu", "gelu"}, default "relu"
 
-    - ``w_qkv`` (D, 3D) and ``b_qkv`` (3D,): ``self_attn.in_proj_weight.T`` and ``in_proj_bias``;
-    - ``w_out`` (D, D) and ``b_out`` (D,): ``self_attn.out_proj.weight.T`` and ``.bias``;
-    - ``w_ff1`` (D, F) and ``b_ff1`` (F,): ``linear1.weight.T`` and ``linear1.bias``;
-    - ``w_ff2`` (F, D) and ``b_ff2`` (D,): ``linear2.weight.T`` and ``linear2.bias``;
-    - ``norm1_weight``, ``norm1_bias``, ``norm2_weight``, ``norm2_bias`` (D,):
-      ``norm1.weight``, ``norm1.bias``, ``norm2.weight``, ``norm2.bias``.
+    Returns
+    -------
+    numpy.ndarray, shape (..., D)
 
     Raises
     ------
     ValueError
-        On construction, if any array has the wrong shape for the D and F
-        implied by ``w_qkv`` and ``w_ff1``.
+        If ``params`` is not a :class:`~selfattention.FeedForwardParams`, the
+        activation is unknown, or x's width is not D.
+
+    Notes
+    -----
+    See chapter 5.
+    """
+    if not isinstance(params, FeedForwardParams):
+        raise ValueError(f"params must be a FeedForwardParams; got {type(params).__name__}")
+    act = ACTIVATIONS[check_choice(activation, ACTIVATIONS, "activation")]
+    return params.down(act(params.up(x)))  # (..., F) -> (..., D)
+
+
+@dataclass(frozen=True)
+class EncoderParams(_Container):
+    """Every weight of one encoder block, in the package's ``x @ w`` layout.
+
+    Composed of the containers of its parts, with D the model width and F the
+    feed-forward width, and the ``nn.TransformerEncoderLayer`` parameters each
+    comes from:
+
+    - ``attention``: :class:`~selfattention.AttentionParams` (``self_attn``);
+    - ``feed_forward``: :class:`~selfattention.FeedForwardParams`, ``up`` (D, F)
+      = ``linear1`` and ``down`` (F, D) = ``linear2``;
+    - ``norm1``, ``norm2``: :class:`~selfattention.LayerNormParams` (D,).
+
+    The flat names of the fused PyTorch layout read through: ``w_qkv`` (D, 3D),
+    ``b_qkv``, ``w_out``, ``b_out``, ``w_ff1`` (D, F), ``b_ff1``, ``w_ff2``
+    (F, D), ``b_ff2``, ``norm1_weight``, ``norm1_bias``, ``norm2_weight``,
+    ``norm2_bias``; :meth:`from_arrays` builds one from them.
+
+    Raises
+    ------
+    ValueError
+        On construction, if a part has the wrong type or the widths of the
+        parts do not agree.
 
     Notes
     -----
     See chapter 5. Read one out of PyTorch with :meth:`from_torch`.
     """
 
-    w_qkv: np.ndarray
-    b_qkv: np.ndarray
-    w_out: np.ndarray
-    b_out: np.ndarray
-    w_ff1: np.ndarray
-    b_ff1: np.ndarray
-    w_ff2: np.ndarray
-    b_ff2: np.ndarray
-    norm1_weight: np.ndarray
-    norm1_bias: np.ndarray
-    norm2_weight: np.ndarray
-    norm2_bias: np.ndarray
+    attention: AttentionParams
+    feed_forward: FeedForwardParams
+    norm1: LayerNormParams
+    norm2: LayerNormParams
 
     def __post_init__(self) -> None:
-        for field in fields(self):
-            setattr(self, field.name, as_float_array(getattr(self, field.name), field.name))
-        if self.w_qkv.ndim != 2 or self.w_qkv.shape[1] != 3 * self.w_qkv.shape[0]:
-            raise ValueError(f"w_qkv must have shape (D, 3*D); got {self.w_qkv.shape}")
-        if self.w_ff1.ndim != 2:
-            raise ValueError(f"w_ff1 must have shape (D, F); got {self.w_ff1.shape}")
-        D, F = self.w_qkv.shape[0], self.w_ff1.shape[1]
-        expected = {
-            "b_qkv": (3 * D,), "w_out": (D, D), "b_out": (D,),
-            "w_ff1": (D, F), "b_ff1": (F,), "w_ff2": (F, D), "b_ff2": (D,),
-            "norm1_weight": (D,), "norm1_bias": (D,), "norm2_weight": (D,), "norm2_bias": (D,),
+        for name, kind in (("attention", AttentionParams), ("feed_forward", FeedForwardParams),
+                           ("norm1", LayerNormParams), ("norm2", LayerNormParams)):
+            self._require(name, kind)
+        D = self.attention.d_model
+        widths = {
+            "attention output (out.d_out)": self.attention.out.d_out,
+            "feed_forward input (up.d_in)": self.feed_forward.d_model,
+            "norm1": self.norm1.d_model,
+            "norm2": self.norm2.d_model,
         }
-        for name, shape in expected.items():
-            got = getattr(self, name).shape
-            if got != shape:
-                raise ValueError(f"{name} must have shape {shape} for D={D}, F={F}; got {got}")
+        for name, width in widths.items():
+            if width != D:
+                raise ValueError(f"every part must have the model width D={D} of the attention's input; {name} has {width}")
 
     @property
     def d_model(self) -> int:
         """D, the model width."""
-        return self.w_qkv.shape[0]
+        return self.attention.d_model
 
     @property
     def dim_feedforward(self) -> int:
         """F, the feed-forward width."""
-        return self.w_ff1.shape[1]
+        return self.feed_forward.dim_feedforward
 
     @classmethod
-    def from_torch(cls, layer: Any) -> "EncoderParams":
+    def from_arrays(
+        cls,
+        w_qkv: ArrayLike, b_qkv: ArrayLike | None, w_out: ArrayLike, b_out: ArrayLike | None,
+        w_ff1: ArrayLike, b_ff1: ArrayLike | None, w_ff2: ArrayLike, b_ff2: ArrayLike | None,
+        norm1_weight: ArrayLike, norm1_bias: ArrayLike | None, norm2_weight: ArrayLike, norm2_bias: ArrayLike | None,
+    ) -> EncoderParams:
+        """Build from the twelve flat arrays of the fused layout (any bias may be None)."""
+
+        def part(names: str, build: Callable[[], Any]) -> Any:
+            try:
+                return build()
+            except ValueError as exc:  # name the flat arrays the part was built from
+                raise ValueError(f"{names}: {exc}") from None
+
+        return cls(
+            attention=AttentionParams.from_fused(w_qkv, w_out, b_qkv, b_out),
+            feed_forward=FeedForwardParams(
+                part("w_ff1, b_ff1", lambda: Linear(w_ff1, b_ff1)),
+                part("w_ff2, b_ff2", lambda: Linear(w_ff2, b_ff2)),
+            ),
+            norm1=part("norm1_weight, norm1_bias", lambda: LayerNormParams(norm1_weight, norm1_bias)),
+            norm2=part("norm2_weight, norm2_bias", lambda: LayerNormParams(norm2_weight, norm2_bias)),
+        )
+
+    @classmethod
+    def from_torch(cls, layer: Any) -> EncoderParams:
         """Copy every parameter out of a ``torch.nn.TransformerEncoderLayer``.
 
         Raises
         ------
         ValueError
-            If ``layer`` is not an ``nn.TransformerEncoderLayer`` or its
-            attention has no biases (``bias=False``).
+            If ``layer`` is not an ``nn.TransformerEncoderLayer``.
         """
-        from .bridges import encoder_layer_weights
+        from .interop import encoder_params
 
-        return cls(**encoder_layer_weights(layer))
+        return encoder_params(layer)
 
 
-def _check_activation(activation: Any) -> Callable[[ArrayLike], np.ndarray]:
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}; got {activation!r}")
-    return ACTIVATIONS[activation]
+# The flat names of the fused layout, read through to the parts (chapter 5 uses them).
+_FLAT_NAMES = {
+    "w_qkv": "attention.w_qkv", "b_qkv": "attention.b_qkv", "w_out": "attention.out.weight", "b_out": "attention.out.bias",
+    "w_ff1": "feed_forward.up.weight", "b_ff1": "feed_forward.up.bias",
+    "w_ff2": "feed_forward.down.weight", "b_ff2": "feed_forward.down.bias",
+    "norm1_weight": "norm1.weight", "norm1_bias": "norm1.bias", "norm2_weight": "norm2.weight", "norm2_bias": "norm2.bias",
+}
+for _name, _path in _FLAT_NAMES.items():
+    setattr(EncoderParams, _name, property(attrgetter(_path), doc=f"``{_path}``"))
 
 
 def encoder_block(
@@ -250,30 +304,28 @@ def encoder_block(
     -----
     See chapter 5.
     """
-    act = _check_activation(activation)
+    check_choice(activation, ACTIVATIONS, "activation")
     if not isinstance(params, EncoderParams):
         raise ValueError(f"params must be an EncoderParams; got {type(params).__name__}")
-    if not isinstance(norm_first, (bool, np.bool_)):
-        raise ValueError(f"norm_first must be True or False; got {norm_first!r}")
+    norm_first = check_bool(norm_first, "norm_first")
     x = as_float_array(x, "x")
     check_min_ndim(x, "x", 2, "(..., T, D)")
     if x.shape[-1] != params.d_model:
         raise ValueError(f"x has width D={x.shape[-1]} but the parameters are for D={params.d_model}")
     p = params
 
-    def self_attention_branch(h: np.ndarray) -> np.ndarray:
-        out, _ = multihead_attention(h, p.w_qkv, p.w_out, num_heads, mask=mask, b_qkv=p.b_qkv, b_out=p.b_out)
-        return out  # (..., T, D)
+    def attention(h: np.ndarray) -> np.ndarray:
+        return multihead_attention(h, p.attention, num_heads=num_heads, mask=mask)[0]  # (..., T, D)
 
-    def feed_forward_branch(h: np.ndarray) -> np.ndarray:
-        return act(h @ p.w_ff1 + p.b_ff1) @ p.w_ff2 + p.b_ff2  # (..., T, F) -> (..., T, D)
+    def norm(h: np.ndarray, which: LayerNormParams) -> np.ndarray:
+        return layer_norm(h, which.weight, which.bias, eps)
 
     if norm_first:
-        x = x + self_attention_branch(layer_norm(x, p.norm1_weight, p.norm1_bias, eps))
-        x = x + feed_forward_branch(layer_norm(x, p.norm2_weight, p.norm2_bias, eps))
+        x = x + attention(norm(x, p.norm1))
+        x = x + feed_forward(norm(x, p.norm2), p.feed_forward, activation)
     else:
-        x = layer_norm(x + self_attention_branch(x), p.norm1_weight, p.norm1_bias, eps)
-        x = layer_norm(x + feed_forward_branch(x), p.norm2_weight, p.norm2_bias, eps)
+        x = norm(x + attention(x), p.norm1)
+        x = norm(x + feed_forward(x, p.feed_forward, activation), p.norm2)
     return x
 
 

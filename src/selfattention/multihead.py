@@ -1,7 +1,20 @@
-"""Multi-head attention in NumPy: split the width into heads, attend, merge.
+"""Multi-head attention in NumPy: project, split the width into heads, attend, merge, project.
 
-Taught in chapter 4. The weight layout follows ``torch.nn.MultiheadAttention``
-(read one out with :func:`selfattention.bridges.mha_weights`).
+Taught in chapter 4. :func:`multihead_attention` is a short composition of
+public steps, so that a later chapter can insert its own between them (rotary
+positions between the split and the attention, fewer key/value heads by
+repeating them):
+
+1. :func:`selfattention.project_qkv`: ``q, k, v`` from the inputs;
+2. :func:`split_heads`: (..., T, H*Dh) -> (..., H, T, Dh);
+3. (positions, in chapter 8; :func:`repeat_kv_heads` when Hkv < H);
+4. :func:`selfattention.scaled_dot_product_attention`, every head at once;
+5. :func:`merge_heads`: (..., H, T, Dv) -> (..., T, H*Dv);
+6. the output projection, ``params.out(...)``.
+
+The weights are an :class:`selfattention.AttentionParams`; the fused layout of
+``torch.nn.MultiheadAttention`` is accepted too (read one out with
+:func:`selfattention.mha_weights`).
 """
 
 from __future__ import annotations
@@ -9,29 +22,18 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import as_float_array, check_matrix_shape, check_min_ndim, check_positive_int
+from ._validation import as_float_array, check_bool, check_divisible, check_min_ndim, check_positive_int
 from .attention import scaled_dot_product_attention
+from .params import AttentionParams, project_qkv
 
 __all__ = [
     "split_heads",
     "merge_heads",
+    "repeat_kv_heads",
     "multihead_attention",
     "mha_parameter_count",
     "mha_multiply_adds",
 ]
-
-
-def _check_divisible(D: int, num_heads: int) -> int:
-    if D % num_heads != 0:
-        raise ValueError(
-            f"the model width D={D} is not divisible by num_heads={num_heads}; "
-            f"each head needs D // num_heads columns (try num_heads in {_divisors(D)})"
-        )
-    return D // num_heads
-
-
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, min(n, 16) + 1) if n % d == 0]
 
 
 def split_heads(x: ArrayLike, num_heads: int) -> np.ndarray:
@@ -66,7 +68,7 @@ def split_heads(x: ArrayLike, num_heads: int) -> np.ndarray:
     check_min_ndim(x, "x", 2, "(..., T, D)")
     H = check_positive_int(num_heads, "num_heads")
     *batch, T, D = x.shape
-    Dh = _check_divisible(D, H)
+    Dh = check_divisible(D, H, "the model width D", "num_heads")
     heads = x.reshape(*batch, T, H, Dh)  # (..., T, H, Dh)
     return np.swapaxes(heads, -3, -2)  # (..., H, T, Dh)
 
@@ -100,16 +102,52 @@ def merge_heads(x: ArrayLike) -> np.ndarray:
     return side_by_side.reshape(*batch, T, H * Dh)  # (..., T, D)
 
 
+def repeat_kv_heads(x: ArrayLike, repeats: int) -> np.ndarray:
+    """Repeat each key/value head for the query heads that share it: (..., Hkv, S, Dh) -> (..., Hkv*r, S, Dh).
+
+    Head ``j`` of the result is head ``j // repeats`` of ``x``, so query heads
+    ``0 … r-1`` use key/value head 0, the next r use head 1, and so on: the
+    grouping of grouped-query attention (and of PyTorch's ``enable_gqa``).
+
+    Parameters
+    ----------
+    x : array_like, shape (..., Hkv, S, Dh)
+        Keys or values, split into heads.
+    repeats : int
+        r = H / Hkv; 1 returns ``x`` unchanged.
+
+    Returns
+    -------
+    numpy.ndarray, shape (..., Hkv*repeats, S, Dh)
+
+    Raises
+    ------
+    ValueError
+        If ``x`` has fewer than 3 axes or ``repeats`` is not a positive integer.
+
+    Notes
+    -----
+    See chapter 4 (the steps of multi-head attention); grouped-query attention
+    is taught in chapter 9.
+    """
+    x = as_float_array(x, "x")
+    check_min_ndim(x, "x", 3, "(..., Hkv, S, Dh)")
+    r = check_positive_int(repeats, "repeats")
+    return x if r == 1 else np.repeat(x, r, axis=-3)  # (..., Hkv*r, S, Dh)
+
+
 def multihead_attention(
     x: ArrayLike,
-    w_qkv: ArrayLike,
-    w_out: ArrayLike,
-    num_heads: int,
+    w_qkv: ArrayLike | AttentionParams,
+    w_out: ArrayLike | None = None,
+    num_heads: int | None = None,
     mask: ArrayLike | None = None,
     b_qkv: ArrayLike | None = None,
     b_out: ArrayLike | None = None,
     key: ArrayLike | None = None,
     value: ArrayLike | None = None,
+    *,
+    is_causal: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Multi-head attention, as ``torch.nn.MultiheadAttention`` computes it.
 
@@ -120,30 +158,38 @@ def multihead_attention(
         Y = [\mathrm{head}_1 \mid \dots \mid \mathrm{head}_H] \, W_{out} + b_{out}
 
     where :math:`Q = X W_q + b_q`, :math:`K = X_k W_k + b_k` and
-    :math:`V = X_v W_v + b_v`, each split column-wise into H heads of width
-    :math:`D_h = D / H`.
+    :math:`V = X_v W_v + b_v`, each split column-wise into heads of width
+    :math:`D_h`. The weights come either as an :class:`~selfattention.AttentionParams`,
+    ``multihead_attention(x, params, num_heads=H)``, or in PyTorch's fused
+    layout, ``multihead_attention(x, w_qkv, w_out, H, b_qkv=..., b_out=...)``.
+    With fewer key/value heads than query heads in ``params`` (grouped-query
+    attention), each key/value head serves ``H / Hkv`` query heads.
 
     Parameters
     ----------
     x : array_like, shape (..., T, D)
         The tokens that ask (the queries' input).
-    w_qkv : array_like, shape (D, 3*D)
-        Column blocks ``[W_q | W_k | W_v]``: ``in_proj_weight.T``.
+    w_qkv : array_like, shape (D, 3*D), or AttentionParams
+        Column blocks ``[W_q | W_k | W_v]`` (``in_proj_weight.T``), or every
+        weight of the layer as an :class:`~selfattention.AttentionParams`.
     w_out : array_like, shape (D, D)
-        Output projection: ``out_proj.weight.T``.
+        Output projection, ``out_proj.weight.T``; only with a fused ``w_qkv``.
     num_heads : int
-        H; must divide D.
+        H; must divide the query width.
     mask : array_like, optional
         Broadcasts to ``(..., H, T, S)``: boolean (True = attend) or float
         (added to the scores). A ``(T, S)`` mask applies to every head and
         batch entry; a per-example ``(B, T, S)`` mask needs ``mask[:, None]``.
     b_qkv : array_like, shape (3*D,), optional
-        ``in_proj_bias``.
+        ``in_proj_bias``; only with a fused ``w_qkv``.
     b_out : array_like, shape (D,), optional
-        ``out_proj.bias``.
+        ``out_proj.bias``; only with a fused ``w_qkv``.
     key, value : array_like, shape (..., S, D), optional
         For cross-attention: keys come from ``key`` and values from ``value``
         (``value`` defaults to ``key``). Both default to ``x`` (self-attention).
+    is_causal : bool, default False
+        Block later keys, lower-right aligned, as in
+        :func:`selfattention.scaled_dot_product_attention`.
 
     Returns
     -------
@@ -156,8 +202,8 @@ def multihead_attention(
     Raises
     ------
     ValueError
-        If D is not divisible by ``num_heads``, a weight or bias has the wrong
-        shape, ``key``/``value`` do not fit, or the mask is invalid.
+        If the head count does not divide the width, a weight or bias has the
+        wrong shape, ``key``/``value`` do not fit, or the mask is invalid.
 
     Notes
     -----
@@ -165,49 +211,29 @@ def multihead_attention(
     """
     x = as_float_array(x, "x")
     check_min_ndim(x, "x", 2, "(..., T, D)")
-    D = x.shape[-1]
-    H = check_positive_int(num_heads, "num_heads")
-    _check_divisible(D, H)
-    w_qkv = as_float_array(w_qkv, "w_qkv")
-    w_out = as_float_array(w_out, "w_out")
-    check_matrix_shape(w_qkv, "w_qkv", (D, 3 * D), f"(D, 3*D) for x with D={D}")
-    check_matrix_shape(w_out, "w_out", (D, D), f"(D, D) for x with D={D}")
-    b_q = b_k = b_v = b_out_arr = None
-    if b_qkv is not None:
-        b_qkv = as_float_array(b_qkv, "b_qkv")
-        if b_qkv.shape != (3 * D,):
-            raise ValueError(f"b_qkv must have shape (3*D,) = ({3 * D},) for x with D={D}; got {b_qkv.shape}")
-        b_q, b_k, b_v = np.split(b_qkv, 3)
-    if b_out is not None:
-        b_out_arr = as_float_array(b_out, "b_out")
-        if b_out_arr.shape != (D,):
-            raise ValueError(f"b_out must have shape (D,) = ({D},) for x with D={D}; got {b_out_arr.shape}")
-
-    if key is None and value is None:
-        q, k, v = np.split(x @ w_qkv, 3, axis=-1)  # each (..., T, D): one fused product
+    if isinstance(w_qkv, AttentionParams):
+        if w_out is not None or b_qkv is not None or b_out is not None:
+            raise ValueError(
+                "with an AttentionParams, pass the head count by keyword and no other weights: "
+                "multihead_attention(x, params, num_heads=H)"
+            )
+        params = w_qkv
+        if x.shape[-1] != params.d_model:
+            raise ValueError(f"x has width D={x.shape[-1]} but the parameters are for D={params.d_model}")
     else:
-        if key is None:
-            raise ValueError("value was given without key; pass key (and value, if it differs from key)")
-        key = as_float_array(key, "key")
-        value = key if value is None else as_float_array(value, "value")
-        check_min_ndim(key, "key", 2, "(..., S, D)")
-        check_min_ndim(value, "value", 2, "(..., S, D)")
-        for name, arr in (("key", key), ("value", value)):
-            if arr.shape[-1] != D:
-                raise ValueError(f"{name} has {arr.shape[-1]} features but x has {D}; they must match")
-        if key.shape[-2] != value.shape[-2]:
-            raise ValueError(f"key has {key.shape[-2]} tokens but value has {value.shape[-2]}; they must match")
-        w_q, w_k, w_v = np.split(w_qkv, 3, axis=-1)  # each (D, D)
-        q, k, v = x @ w_q, key @ w_k, value @ w_v  # (..., T, D), (..., S, D), (..., S, D)
-    if b_q is not None:
-        q, k, v = q + b_q, k + b_k, v + b_v
+        if w_out is None:
+            raise ValueError("w_out is missing: pass multihead_attention(x, w_qkv, w_out, num_heads) or (x, params, num_heads=H)")
+        params = AttentionParams.from_fused(w_qkv, w_out, b_qkv, b_out, d_model=x.shape[-1])
+    if num_heads is None:
+        raise ValueError("num_heads is missing: pass the number of query heads, e.g. num_heads=4")
+    H, Hkv = params.head_counts(num_heads)
+    is_causal = check_bool(is_causal, "is_causal")
 
-    q, k, v = (split_heads(a, H) for a in (q, k, v))  # each (..., H, T or S, Dh)
-    out, weights = scaled_dot_product_attention(q, k, v, mask=mask)  # scale 1/sqrt(Dh)
-    y = merge_heads(out) @ w_out  # (..., T, D)
-    if b_out_arr is not None:
-        y = y + b_out_arr
-    return y, weights
+    q, k, v = project_qkv(x, params, key, value)  # (..., T, H*Dh), (..., S, Hkv*Dh), (..., S, Hkv*Dv)
+    q, k, v = split_heads(q, H), split_heads(k, Hkv), split_heads(v, Hkv)  # (..., heads, T or S, Dh)
+    k, v = repeat_kv_heads(k, H // Hkv), repeat_kv_heads(v, H // Hkv)  # (..., H, S, Dh): a no-op when Hkv = H
+    out, weights = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal)  # scale 1/sqrt(Dh)
+    return params.out(merge_heads(out)), weights  # (..., T, D), (..., H, T, S)
 
 
 def mha_parameter_count(d_model: int, bias: bool = True) -> int:
@@ -236,8 +262,7 @@ def mha_parameter_count(d_model: int, bias: bool = True) -> int:
     See chapter 4 (cost).
     """
     D = check_positive_int(d_model, "d_model")
-    if not isinstance(bias, (bool, np.bool_)):
-        raise ValueError(f"bias must be True or False; got {bias!r}")
+    bias = check_bool(bias, "bias")
     return 4 * D * D + (4 * D if bias else 0)
 
 
@@ -278,7 +303,7 @@ def mha_multiply_adds(T: int, d_model: int, num_heads: int, S: int | None = None
     D = check_positive_int(d_model, "d_model")
     H = check_positive_int(num_heads, "num_heads")
     S = T if S is None else check_positive_int(S, "S")
-    Dh = _check_divisible(D, H)
+    Dh = check_divisible(D, H, "the model width D", "num_heads")
     cost = {
         "projections": T * D * D + 2 * S * D * D + T * D * D,
         "scores": H * T * S * Dh,

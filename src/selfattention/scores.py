@@ -1,22 +1,17 @@
-"""From scores to weights: a numerically stable softmax and the causal mask.
+"""From scores to weights: a numerically stable softmax.
 
 Taught in chapter 1 (the softmax over one query's scores) and chapter 2 (why the
-softmax must subtract the maximum). The causal mask is used from chapter 3 on.
+softmax must subtract the maximum). Masks are in :mod:`selfattention.masks`.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numpy.typing import ArrayLike, DTypeLike
+from numpy.typing import ArrayLike
 
-from ._validation import (
-    as_float_array,
-    check_axis,
-    check_no_nan_or_posinf,
-    check_positive_int,
-)
+from ._validation import as_float_array, check_axis, check_no_nan_or_posinf
 
-__all__ = ["softmax", "causal_mask"]
+__all__ = ["softmax"]
 
 
 def softmax(x: ArrayLike, axis: int = -1) -> np.ndarray:
@@ -68,56 +63,22 @@ def softmax(x: ArrayLike, axis: int = -1) -> np.ndarray:
     return _softmax(x, axis)
 
 
-def _softmax(x: np.ndarray, axis: int) -> np.ndarray:
-    """Softmax without argument checks, for callers that have validated ``x``."""
+def _softmax(x: np.ndarray, axis: int, in_place: bool = False) -> np.ndarray:
+    """The softmax kernel, without argument checks: every softmax in the package runs this.
+
+    With ``in_place=True`` it overwrites ``x`` (the attention scores are the
+    largest array in play, so attention reuses their buffer).
+    """
     row_max = np.max(x, axis=axis, keepdims=True)
     # A row that is -inf everywhere would give (-inf) - (-inf) = NaN; shift it by 0
     # instead, so that every exp() is exp(-inf) = 0 and the row sums to 0.
     row_max[np.isneginf(row_max)] = 0.0
-    weights = np.exp(x - row_max)
+    if in_place:
+        x -= row_max
+        weights = np.exp(x, out=x)
+    else:
+        weights = np.exp(x - row_max)
     total = weights.sum(axis=axis, keepdims=True)
     # Divide only where the row has mass; fully blocked rows stay all-zero.
     np.divide(weights, total, out=weights, where=total > 0)
     return weights
-
-
-def causal_mask(T: int, dtype: DTypeLike = np.float64) -> np.ndarray:
-    r"""Additive causal mask: 0 on and below the diagonal, ``-inf`` above it.
-
-    .. math::
-
-        M_{ij} = \begin{cases} 0 & j \le i \\ -\infty & j > i \end{cases}
-
-    Added to a ``(T, T)`` score matrix, it stops query ``i`` from attending to
-    any later position ``j > i``.
-
-    Parameters
-    ----------
-    T : int
-        Sequence length, at least 1.
-    dtype : numpy dtype, default float64
-        A floating dtype for the result.
-
-    Returns
-    -------
-    numpy.ndarray
-        Shape ``(T, T)``.
-
-    Raises
-    ------
-    ValueError
-        If ``T`` is not a positive integer or ``dtype`` is not a floating type.
-
-    Notes
-    -----
-    See chapter 3 (the causal mask).
-    """
-    T = check_positive_int(T, "T")
-    try:
-        dtype = np.dtype(dtype)
-    except TypeError as exc:
-        raise ValueError(f"dtype must be a NumPy floating dtype; got {dtype!r} ({exc})") from None
-    if not np.issubdtype(dtype, np.floating):
-        raise ValueError(f"dtype must be a floating dtype (it holds -inf); got {dtype}")
-    above_diagonal = np.triu(np.ones((T, T), dtype=bool), k=1)
-    return np.where(above_diagonal, -np.inf, 0.0).astype(dtype)

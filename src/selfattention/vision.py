@@ -1,31 +1,32 @@
-"""Attention for images: patches, a patch attention block, SAGAN-style and Tokens-to-Token attention.
+"""Attention for images in NumPy: patches, and the twins of chapter 6's three attention modules.
 
-Taught in chapter 6. The three ``torch.nn.Module`` classes keep the parameter
-names of the code they follow (sources 001 and 004 of the course), so a state
-dict saved from that code loads unchanged. Each has a NumPy twin that computes
-the same forward pass from a NumPy copy of the state dict (see
-:func:`selfattention.bridges.numpy_state_dict`) and also returns the
-attention weights.
+Taught in chapter 6. The PyTorch modules (:class:`~selfattention.PatchAttentionBlock`,
+:class:`~selfattention.ConvSelfAttention`, :class:`~selfattention.T2TAttention`)
+are in :mod:`selfattention.vision_modules`. Each NumPy twin here computes the
+same forward pass and also returns the attention weights. A twin takes its
+weights as a container in the package's ``x @ w`` layout, or as the module's
+state dict in NumPy (``sa.numpy_state_dict(module)``), which
+:mod:`selfattention.interop` reads into that container.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
-import torch
-import torch.nn as nn
 from numpy.typing import ArrayLike
 
-from ._validation import as_float_array, check_positive_int, check_real_scalar
+from ._validation import as_float_array, check_divisible, check_image_size, check_positive_int, check_real_scalar
 from .attention import scaled_dot_product_attention
 from .multihead import merge_heads, split_heads
+from .params import AttentionParams, Linear, _Container, _set, project_qkv
 
 __all__ = [
     "patchify",
-    "PatchAttentionBlock",
-    "ConvSelfAttention",
-    "T2TAttention",
+    "PatchAttentionParams",
+    "ConvAttentionParams",
     "patch_attention_forward",
     "conv_self_attention_forward",
     "t2t_attention_forward",
@@ -66,11 +67,7 @@ def patchify(images: ArrayLike, patch_size: int) -> np.ndarray:
         raise ValueError(f"images must have at least 3 axes (..., C, H, W); got shape {images.shape}")
     p = check_positive_int(patch_size, "patch_size")
     *batch, C, H, W = images.shape
-    if H % p or W % p:
-        raise ValueError(
-            f"the image size {H}x{W} is not a multiple of patch_size={p}; crop or resize it to a multiple "
-            f"(for example {max(H - H % p, p)}x{max(W - W % p, p)})"
-        )
+    check_image_size(H, W, p)
     rows, cols = H // p, W // p
     grid = images.reshape(*batch, C, rows, p, cols, p)  # (..., C, rows, p, cols, p)
     n = len(batch)
@@ -78,202 +75,91 @@ def patchify(images: ArrayLike, patch_size: int) -> np.ndarray:
     return grid.reshape(*batch, rows * cols, C * p * p)  # (..., N, C*p*p)
 
 
-def _check_image_input(x: torch.Tensor, in_channels: int, name: str) -> None:
-    if not isinstance(x, torch.Tensor):
-        raise ValueError(f"{name} expects a torch.Tensor; got {type(x).__name__}")
+@dataclass(frozen=True)
+class PatchAttentionParams(_Container):
+    """The weights of a :class:`~selfattention.PatchAttentionBlock` in the ``x @ w`` layout.
+
+    - ``patch``: :class:`~selfattention.Linear` (C*p*p, E), the patch embedding
+      (its ``Conv2d`` kernel, flattened in (channel, row, column) order);
+    - ``attention``: :class:`~selfattention.AttentionParams`, single head, E -> E.
+
+    See chapter 6.
+    """
+
+    patch: Linear
+    attention: AttentionParams
+
+    def __post_init__(self) -> None:
+        self._require("patch", Linear)
+        self._require("attention", AttentionParams)
+        if self.attention.d_model != self.patch.d_out:
+            raise ValueError(f"the attention must read the E={self.patch.d_out} features of the patch embedding; "
+                             f"it reads {self.attention.d_model}")
+
+
+@dataclass(frozen=True)
+class ConvAttentionParams(_Container):
+    """The weights of a :class:`~selfattention.ConvSelfAttention` in the ``x @ w`` layout.
+
+    - ``q``, ``k``: :class:`~selfattention.Linear` (C, C // 8), the 1x1 convolutions;
+    - ``v``: :class:`~selfattention.Linear` (C, C);
+    - ``gamma``: shape (1,), the gate on the attention branch.
+
+    See chapter 6.
+    """
+
+    q: Linear
+    k: Linear
+    v: Linear
+    gamma: np.ndarray
+
+    def __post_init__(self) -> None:
+        for name in "qkv":
+            self._require(name, Linear)
+        C = self.v.d_in
+        if self.q.d_in != C or self.k.d_in != C or self.v.d_out != C or self.q.d_out != self.k.d_out:
+            raise ValueError(f"q and k must map C -> C//8 and v C -> C; got q {self.q.weight.shape}, "
+                             f"k {self.k.weight.shape}, v {self.v.weight.shape}")
+        gamma = as_float_array(self.gamma, "gamma")
+        if gamma.shape != (1,):
+            raise ValueError(f"gamma must have shape (1,); got {gamma.shape}")
+        _set(self, "gamma", gamma)
+
+
+def _params(params: Any, kind: type, reader: str, module: str) -> Any:
+    """``params`` if it is a ``kind``; a state dict read into one by :mod:`selfattention.interop`."""
+    if isinstance(params, kind):
+        return params
+    if isinstance(params, Mapping):
+        from . import interop
+
+        return getattr(interop, reader)(params)
+    raise ValueError(
+        f"params must be a {kind.__name__} or the state dict of a {module} "
+        f"(a mapping of parameter names to arrays); got {type(params).__name__}"
+    )
+
+
+def _check_images(x: ArrayLike, channels: int) -> np.ndarray:
+    x = as_float_array(x, "x")
     if x.ndim != 4:
-        raise ValueError(f"{name} expects input of shape (B, C, H, W); got {x.ndim} axes, shape {tuple(x.shape)}")
-    if x.shape[1] != in_channels:
-        raise ValueError(f"{name} was built for {in_channels} input channels; got {x.shape[1]}")
+        raise ValueError(f"x must have shape (B, C, H, W); got shape {x.shape}")
+    if x.shape[1] != channels:
+        raise ValueError(f"x has {x.shape[1]} channels but the weights are for C={channels}; got shape {x.shape}")
+    return x
 
 
-class PatchAttentionBlock(nn.Module):
-    """Patch embedding by ``Conv2d``, then single-head attention and an output projection.
-
-    ``(B, C, H, W)`` -> ``(B, N, E)`` with ``N = (H/p)(W/p)`` patch tokens of
-    width ``E = embed_dim``. Parameters: ``proj`` (the patch ``Conv2d``),
-    ``to_q``, ``to_k``, ``to_v`` and ``to_out`` (``nn.Linear(E, E)``).
-
-    Parameters
-    ----------
-    in_channels : int, default 3
-    patch_size : int, default 4
-    embed_dim : int, default 64
-
-    Raises
-    ------
-    ValueError
-        If an argument is not a positive integer, or the input to
-        ``forward`` is not ``(B, in_channels, H, W)`` with H and W multiples
-        of ``patch_size``.
-
-    Notes
-    -----
-    See chapter 6. Its NumPy twin is :func:`patch_attention_forward`.
-    """
-
-    def __init__(self, in_channels: int = 3, patch_size: int = 4, embed_dim: int = 64) -> None:
-        super().__init__()
-        self.in_channels = check_positive_int(in_channels, "in_channels")
-        self.patch_size = check_positive_int(patch_size, "patch_size")
-        self.embed_dim = check_positive_int(embed_dim, "embed_dim")
-        self.proj = nn.Conv2d(in_channels, embed_dim, kernel_size=patch_size, stride=patch_size)
-        self.to_q = nn.Linear(embed_dim, embed_dim)
-        self.to_k = nn.Linear(embed_dim, embed_dim)
-        self.to_v = nn.Linear(embed_dim, embed_dim)
-        self.to_out = nn.Linear(embed_dim, embed_dim)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_image_input(x, self.in_channels, "PatchAttentionBlock")
-        H, W = x.shape[-2:]
-        if H % self.patch_size or W % self.patch_size:
-            raise ValueError(f"the image size {H}x{W} is not a multiple of patch_size={self.patch_size}")
-        tokens = self.proj(x).flatten(2).transpose(1, 2)  # (B, E, H/p, W/p) -> (B, N, E)
-        q, k, v = self.to_q(tokens), self.to_k(tokens), self.to_v(tokens)  # each (B, N, E)
-        weights = torch.softmax(q @ k.transpose(-2, -1) / self.embed_dim**0.5, dim=-1)  # (B, N, N)
-        return self.to_out(weights @ v)  # (B, N, E)
-
-
-class ConvSelfAttention(nn.Module):
-    """Self-attention over the pixels of a feature map, SAGAN style, with a learned gate.
-
-    1x1 convolutions give queries and keys with ``C // 8`` channels and values
-    with ``C``; every one of the ``H*W`` positions attends to every other, and
-    the result is added back scaled by ``gamma``, which starts at 0, so the
-    block is the identity when it is created. Parameters: ``q``, ``k``, ``v``
-    (``nn.Conv2d`` with ``kernel_size=1``) and ``gamma`` (shape (1,)).
-    Scores are scaled by ``1/sqrt(C // 8)``, as in the code this follows
-    (the SAGAN paper does not scale them).
-
-    Parameters
-    ----------
-    in_channels : int
-        C; at least 8, so that ``C // 8 >= 1``.
-
-    Raises
-    ------
-    ValueError
-        If ``in_channels`` is smaller than 8, or the input to ``forward`` is
-        not ``(B, in_channels, H, W)``.
-
-    Notes
-    -----
-    See chapter 6 and :cite:`zhang2019self`. Its NumPy twin is
-    :func:`conv_self_attention_forward`.
-    """
-
-    def __init__(self, in_channels: int) -> None:
-        super().__init__()
-        in_channels = check_positive_int(in_channels, "in_channels")
-        if in_channels < 8:
-            raise ValueError(
-                f"in_channels must be at least 8, because queries and keys get in_channels // 8 channels; "
-                f"got in_channels={in_channels}"
-            )
-        self.in_channels = in_channels
-        self.q = nn.Conv2d(in_channels, in_channels // 8, kernel_size=1)
-        self.k = nn.Conv2d(in_channels, in_channels // 8, kernel_size=1)
-        self.v = nn.Conv2d(in_channels, in_channels, kernel_size=1)
-        self.gamma = nn.Parameter(torch.zeros(1))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_image_input(x, self.in_channels, "ConvSelfAttention")
-        B, C, H, W = x.shape
-        q = self.q(x).reshape(B, -1, H * W).transpose(1, 2)  # (B, N, C/8)
-        k = self.k(x).reshape(B, -1, H * W)  # (B, C/8, N)
-        v = self.v(x).reshape(B, C, H * W).transpose(1, 2)  # (B, N, C)
-        weights = torch.softmax(q @ k / q.shape[-1] ** 0.5, dim=-1)  # (B, N, N)
-        out = (weights @ v).transpose(1, 2).reshape(B, C, H, W)  # (B, C, H, W)
-        return self.gamma * out + x
-
-
-class T2TAttention(nn.Module):
-    """The attention of Tokens-to-Token ViT: tokens of length ``dim`` in, ``chan`` out.
-
-    One ``nn.Linear(dim, 3*chan)`` (``qkv``) makes queries, keys and values of
-    width ``chan``, split into ``num_heads`` heads; after attention and the
-    output projection ``proj`` (``nn.Linear(chan, chan)``), the **values**
-    are added as the skip connection, because the input's width ``dim``
-    differs from ``chan``.
-
-    Parameters
-    ----------
-    dim : int
-        Length of each input token.
-    chan : int
-        Length of each output token (channels); divisible by ``num_heads``.
-    num_heads : int, default 1
-    qkv_bias : bool, default False
-        Whether ``qkv`` has a bias.
-    qk_scale : float, optional
-        Scale of the scores; defaults to ``head_dim ** -0.5``.
-
-    Raises
-    ------
-    ValueError
-        If ``chan`` is not divisible by ``num_heads``, an argument has the
-        wrong type, or the input to ``forward`` is not ``(B, N, dim)``.
-
-    Notes
-    -----
-    See chapter 6 and :cite:`yuan2021tokens`. Its NumPy twin is
-    :func:`t2t_attention_forward`.
-    """
-
-    def __init__(self, dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False, qk_scale: float | None = None) -> None:
-        super().__init__()
-        self.dim = check_positive_int(dim, "dim")
-        self.chan = check_positive_int(chan, "chan")
-        self.num_heads = check_positive_int(num_heads, "num_heads")
-        if chan % num_heads:
-            raise ValueError(f"chan={chan} is not divisible by num_heads={num_heads}; every head needs chan // num_heads channels")
-        if not isinstance(qkv_bias, (bool, np.bool_)):
-            raise ValueError(f"qkv_bias must be True or False; got {qkv_bias!r}")
-        self.head_dim = chan // num_heads
-        self.scale = self.head_dim**-0.5 if qk_scale is None else check_real_scalar(qk_scale, "qk_scale")
-        self.qkv = nn.Linear(dim, chan * 3, bias=qkv_bias)
-        self.proj = nn.Linear(chan, chan)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not isinstance(x, torch.Tensor):
-            raise ValueError(f"T2TAttention expects a torch.Tensor; got {type(x).__name__}")
-        if x.ndim != 3 or x.shape[-1] != self.dim:
-            raise ValueError(f"T2TAttention expects input of shape (B, N, dim={self.dim}); got shape {tuple(x.shape)}")
-        B, N, _ = x.shape
-        qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, H, N, Dh)
-        q, k, v = qkv[0], qkv[1], qkv[2]
-        weights = torch.softmax((q * self.scale) @ k.transpose(-2, -1), dim=-1)  # (B, H, N, N)
-        out = self.proj((weights @ v).transpose(1, 2).reshape(B, N, self.chan))  # (B, N, chan)
-        return v.transpose(1, 2).reshape(B, N, self.chan) + out  # skip connection through V
-
-
-# --- NumPy twins ---------------------------------------------------------------
-
-
-def _state(state: Mapping[str, ArrayLike], required: list[str], module: str) -> dict[str, np.ndarray]:
-    if not isinstance(state, Mapping):
-        raise ValueError(f"state must be a mapping of parameter names to arrays; got {type(state).__name__}")
-    missing = [name for name in required if name not in state]
-    if missing:
-        raise ValueError(f"state is missing {missing} for {module}; expected the keys {required}")
-    return {name: as_float_array(state[name], name) for name in required}
-
-
-def _linear(x: np.ndarray, state: dict[str, np.ndarray], name: str) -> np.ndarray:
-    out = x @ state[f"{name}.weight"].T  # PyTorch stores (d_out, d_in)
-    bias = state.get(f"{name}.bias")
-    return out if bias is None else out + bias
-
-
-def patch_attention_forward(x: ArrayLike, state: Mapping[str, ArrayLike], patch_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """NumPy twin of :class:`PatchAttentionBlock`.
+def patch_attention_forward(
+    x: ArrayLike, params: PatchAttentionParams | Mapping[str, ArrayLike], patch_size: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """NumPy twin of :class:`~selfattention.PatchAttentionBlock`.
 
     Parameters
     ----------
     x : array_like, shape (B, C, H, W)
-    state : mapping
-        The module's state dict as NumPy arrays (``proj.weight``, ``proj.bias``,
-        ``to_q.weight``, ...).
+    params : PatchAttentionParams or mapping
+        The weights, or the module's state dict as NumPy arrays
+        (``proj.weight``, ``proj.bias``, ``to_q.weight``, ...).
     patch_size : int
 
     Returns
@@ -284,36 +170,37 @@ def patch_attention_forward(x: ArrayLike, state: Mapping[str, ArrayLike], patch_
     Raises
     ------
     ValueError
-        If the state lacks a parameter, ``x`` is not 4-D, or the image size is
-        not a multiple of ``patch_size``.
+        If the weights are missing or do not fit, ``x`` is not 4-D, or the
+        image size is not a multiple of ``patch_size``.
 
     Notes
     -----
     See chapter 6.
     """
-    names = [f"{layer}.{kind}" for layer in ("proj", "to_q", "to_k", "to_v", "to_out") for kind in ("weight", "bias")]
-    s = _state(state, names, "PatchAttentionBlock")
-    x = as_float_array(x, "x")
-    if x.ndim != 4:
-        raise ValueError(f"x must have shape (B, C, H, W); got shape {x.shape}")
-    E = s["proj.weight"].shape[0]
-    tokens = patchify(x, patch_size) @ s["proj.weight"].reshape(E, -1).T + s["proj.bias"]  # (B, N, E)
-    q, k, v = (_linear(tokens, s, name) for name in ("to_q", "to_k", "to_v"))  # each (B, N, E)
-    out, weights = scaled_dot_product_attention(q, k, v)  # scale 1/sqrt(E)
-    return _linear(out, s, "to_out"), weights
+    p = _params(params, PatchAttentionParams, "patch_attention_from_state_dict", "PatchAttentionBlock")
+    patch = check_positive_int(patch_size, "patch_size")
+    channels, remainder = divmod(p.patch.d_in, patch * patch)
+    if remainder:
+        raise ValueError(f"the patch embedding reads {p.patch.d_in} numbers, not C*p*p for patch_size={patch}")
+    x = _check_images(x, channels)
+    tokens = p.patch(patchify(x, patch))  # (B, N, E)
+    out, weights = scaled_dot_product_attention(*project_qkv(tokens, p.attention))  # scale 1/sqrt(E)
+    return p.attention.out(out), weights
 
 
-def conv_self_attention_forward(x: ArrayLike, state: Mapping[str, ArrayLike]) -> tuple[np.ndarray, np.ndarray]:
-    """NumPy twin of :class:`ConvSelfAttention`.
+def conv_self_attention_forward(
+    x: ArrayLike, params: ConvAttentionParams | Mapping[str, ArrayLike]
+) -> tuple[np.ndarray, np.ndarray]:
+    """NumPy twin of :class:`~selfattention.ConvSelfAttention`.
 
     A 1x1 convolution is a matrix product over the channel axis at every pixel.
 
     Parameters
     ----------
     x : array_like, shape (B, C, H, W)
-    state : mapping
-        ``q.weight``, ``q.bias``, ``k.weight``, ``k.bias``, ``v.weight``,
-        ``v.bias`` and ``gamma`` as NumPy arrays.
+    params : ConvAttentionParams or mapping
+        The weights, or the module's state dict as NumPy arrays (``q.weight``,
+        ``q.bias``, ``k.weight``, ``k.bias``, ``v.weight``, ``v.bias``, ``gamma``).
 
     Returns
     -------
@@ -324,43 +211,36 @@ def conv_self_attention_forward(x: ArrayLike, state: Mapping[str, ArrayLike]) ->
     Raises
     ------
     ValueError
-        If the state lacks a parameter or ``x`` is not 4-D.
+        If the weights are missing or do not fit, or ``x`` is not (B, C, H, W).
 
     Notes
     -----
     See chapter 6.
     """
-    names = ["q.weight", "q.bias", "k.weight", "k.bias", "v.weight", "v.bias", "gamma"]
-    s = _state(state, names, "ConvSelfAttention")
-    x = as_float_array(x, "x")
-    if x.ndim != 4:
-        raise ValueError(f"x must have shape (B, C, H, W); got shape {x.shape}")
+    p = _params(params, ConvAttentionParams, "conv_attention_from_state_dict", "ConvSelfAttention")
+    x = _check_images(x, p.v.d_in)
     B, C, H, W = x.shape
     pixels = x.reshape(B, C, H * W).swapaxes(1, 2)  # (B, N, C): one row per pixel
-
-    def conv1x1(name: str) -> np.ndarray:
-        weight = s[f"{name}.weight"]  # (C_out, C, 1, 1)
-        return pixels @ weight.reshape(weight.shape[0], -1).T + s[f"{name}.bias"]  # (B, N, C_out)
-
-    out, weights = scaled_dot_product_attention(conv1x1("q"), conv1x1("k"), conv1x1("v"))  # scale 1/sqrt(C/8)
+    out, weights = scaled_dot_product_attention(p.q(pixels), p.k(pixels), p.v(pixels))  # scale 1/sqrt(C/8)
     out = out.swapaxes(1, 2).reshape(B, C, H, W)  # (B, C, H, W)
-    return s["gamma"] * out + x, weights
+    return p.gamma * out + x, weights
 
 
 def t2t_attention_forward(
     x: ArrayLike,
-    state: Mapping[str, ArrayLike],
+    params: AttentionParams | Mapping[str, ArrayLike],
     num_heads: int = 1,
     qk_scale: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """NumPy twin of :class:`T2TAttention`.
+    """NumPy twin of :class:`~selfattention.T2TAttention`.
 
     Parameters
     ----------
     x : array_like, shape (B, N, dim)
-    state : mapping
-        ``qkv.weight`` (and ``qkv.bias`` if the module has one), ``proj.weight``
-        and ``proj.bias`` as NumPy arrays.
+    params : AttentionParams or mapping
+        The weights (q, k, v: dim -> chan; out: chan -> chan), or the module's
+        state dict as NumPy arrays: ``qkv.weight`` (and ``qkv.bias`` if the
+        module has one), ``proj.weight`` and ``proj.bias``.
     num_heads : int, default 1
     qk_scale : float, optional
         Defaults to ``head_dim ** -0.5``.
@@ -373,25 +253,20 @@ def t2t_attention_forward(
     Raises
     ------
     ValueError
-        If the state lacks a parameter, ``x`` does not fit ``qkv.weight``, or
-        ``chan`` is not divisible by ``num_heads``.
+        If the weights are missing, ``x`` does not fit them, or ``chan`` is
+        not divisible by ``num_heads``.
 
     Notes
     -----
     See chapter 6.
     """
-    names = ["qkv.weight", "proj.weight", "proj.bias"] + (["qkv.bias"] if "qkv.bias" in state else [])
-    s = _state(state, names, "T2TAttention")
+    p = _params(params, AttentionParams, "t2t_attention_from_state_dict", "T2TAttention")
     x = as_float_array(x, "x")
-    dim = s["qkv.weight"].shape[1]
-    if x.ndim != 3 or x.shape[-1] != dim:
-        raise ValueError(f"x must have shape (B, N, dim={dim}); got shape {x.shape}")
-    chan = s["proj.weight"].shape[0]
+    if x.ndim != 3 or x.shape[-1] != p.d_model:
+        raise ValueError(f"x must have shape (B, N, dim={p.d_model}); got shape {x.shape}")
     H = check_positive_int(num_heads, "num_heads")
-    if chan % H:
-        raise ValueError(f"chan={chan} is not divisible by num_heads={H}")
-    scale = (chan // H) ** -0.5 if qk_scale is None else check_real_scalar(qk_scale, "qk_scale")
-    q, k, v = np.split(_linear(x, s, "qkv"), 3, axis=-1)  # each (B, N, chan)
+    head_dim = check_divisible(p.q.d_out, H, "chan", "num_heads")
+    scale = head_dim**-0.5 if qk_scale is None else check_real_scalar(qk_scale, "qk_scale")
+    q, k, v = project_qkv(x, p)  # each (B, N, chan)
     out, weights = scaled_dot_product_attention(*(split_heads(a, H) for a in (q, k, v)), scale=scale)  # (B, H, N, Dh)
-    out = _linear(merge_heads(out), s, "proj")  # (B, N, chan)
-    return v + out, weights  # merge_heads(split_heads(v)) is v itself: the skip adds the full V
+    return v + p.out(merge_heads(out)), weights  # the skip connection adds the full V (chan wide)

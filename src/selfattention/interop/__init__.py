@@ -1,0 +1,30 @@
+"""Reading PyTorch weights into the package's containers: every transpose in one place.
+
+PyTorch stores a linear layer's weight as ``(d_out, d_in)`` and computes
+``x @ W.T``; the package's containers hold ``(d_in, d_out)`` and compute
+``x @ w``. The one function that turns the first into the second is
+:func:`selfattention.interop.layout.linear_from_torch`; everything here goes
+through it. Split by what they read:
+
+- :mod:`~selfattention.interop.state_dict`: name-to-array mappings in PyTorch's
+  layout (a module's ``state_dict()`` as NumPy arrays, or a checkpoint file
+  read with NumPy), into :class:`~selfattention.AttentionParams`,
+  :class:`~selfattention.EncoderParams` and the vision containers. No torch needed.
+- :mod:`~selfattention.interop.modules`: live ``torch.nn`` modules, whose type and
+  settings (head count, activation, norm placement) are checked before their
+  state dict is read. torch is imported on first use.
+
+Taught in chapters 3–6, wherever a NumPy result is checked against PyTorch.
+"""
+
+from . import modules, state_dict
+from .modules import attention_params, encoder_layer_config, encoder_params, mha_weights, numpy_state_dict
+from .state_dict import (
+    attention_from_state_dict,
+    conv_attention_from_state_dict,
+    encoder_from_state_dict,
+    patch_attention_from_state_dict,
+    t2t_attention_from_state_dict,
+)
+
+__all__ = [*modules.__all__, *state_dict.__all__]

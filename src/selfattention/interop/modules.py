@@ -1,0 +1,163 @@
+"""Readers of live ``torch.nn`` modules: check the module and its settings, then read its state dict.
+
+torch is imported inside the functions, on first use, so that the NumPy parts
+of the package never load it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..encoder import EncoderParams
+from ..params import AttentionParams
+from .state_dict import attention_from_state_dict, encoder_from_state_dict
+
+__all__ = ["numpy_state_dict", "attention_params", "mha_weights", "encoder_params", "encoder_layer_config"]
+
+
+def _require_module(module: Any, kind: str) -> Any:
+    """Import torch and check that ``module`` is a ``torch.nn.<kind>``; return torch."""
+    import torch
+
+    if not isinstance(module, getattr(torch.nn, kind)):
+        raise ValueError(f"expected a torch.nn.{kind}; got {type(module).__name__}")
+    return torch
+
+
+def numpy_state_dict(module: Any) -> dict[str, np.ndarray]:
+    """A module's state dict as NumPy arrays (copies), still in PyTorch's layout.
+
+    Raises
+    ------
+    ValueError
+        If ``module`` is not a ``torch.nn.Module``.
+
+    Notes
+    -----
+    See chapter 6 (the NumPy twins of the vision modules read these).
+    """
+    _require_module(module, "Module")
+    return {name: tensor.detach().cpu().numpy().copy() for name, tensor in module.state_dict().items()}
+
+
+def attention_params(module: Any) -> AttentionParams:
+    """The weights of a ``torch.nn.MultiheadAttention`` as an :class:`~selfattention.AttentionParams`.
+
+    ``multihead_attention(x, attention_params(m), num_heads=m.num_heads)``
+    reproduces ``m(x, x, x)``.
+
+    Parameters
+    ----------
+    module : torch.nn.MultiheadAttention
+        With ``kdim == vdim == embed_dim``, no ``add_bias_kv`` and no
+        ``add_zero_attn``.
+
+    Raises
+    ------
+    ValueError
+        If ``module`` is not an ``nn.MultiheadAttention`` or uses a feature the
+        NumPy version does not have.
+
+    Notes
+    -----
+    See chapter 4 (parity with PyTorch).
+    """
+    _check_mha(module)
+    return attention_from_state_dict(numpy_state_dict(module))
+
+
+def _check_mha(module: Any) -> None:
+    """Raise unless ``module`` is an ``nn.MultiheadAttention`` the NumPy version can reproduce."""
+    _require_module(module, "MultiheadAttention")
+    if not module._qkv_same_embed_dim:
+        raise ValueError(
+            f"kdim={module.kdim} and vdim={module.vdim} must equal embed_dim={module.embed_dim}: "
+            "separate q/k/v projection weights are not supported"
+        )
+    if module.bias_k is not None or module.add_zero_attn:
+        raise ValueError("add_bias_kv=True and add_zero_attn=True are not supported")
+
+
+def mha_weights(module: Any) -> dict[str, np.ndarray | None]:
+    """The weights of a ``torch.nn.MultiheadAttention`` as the keyword arguments of the fused call form.
+
+    ``multihead_attention(x, **mha_weights(m), num_heads=m.num_heads)``
+    reproduces ``m(x, x, x)``.
+
+    Returns
+    -------
+    dict
+        ``w_qkv`` (D, 3D) = ``in_proj_weight.T``; ``b_qkv`` (3D,) or None;
+        ``w_out`` (D, D) = ``out_proj.weight.T``; ``b_out`` (D,) or None.
+        Copies, with the module's dtype.
+
+    Raises
+    ------
+    ValueError
+        As :func:`attention_params`.
+
+    Notes
+    -----
+    See chapter 4 (parity with PyTorch).
+    """
+    params = attention_params(module)
+    return {"w_qkv": params.w_qkv, "b_qkv": params.b_qkv, "w_out": params.w_out, "b_out": params.b_out}
+
+
+def encoder_params(layer: Any) -> EncoderParams:
+    """Every parameter of a ``torch.nn.TransformerEncoderLayer`` as an :class:`~selfattention.EncoderParams`.
+
+    ``EncoderParams.from_torch(layer)`` calls this. Layers built with
+    ``bias=False`` give containers without biases.
+
+    Raises
+    ------
+    ValueError
+        If ``layer`` is not an ``nn.TransformerEncoderLayer``, or its attention
+        uses a feature the NumPy version does not have.
+
+    Notes
+    -----
+    See chapter 5 (parity with PyTorch).
+    """
+    _require_module(layer, "TransformerEncoderLayer")
+    _check_mha(layer.self_attn)
+    return encoder_from_state_dict(numpy_state_dict(layer))
+
+
+def encoder_layer_config(layer: Any) -> dict[str, Any]:
+    """The settings of a ``torch.nn.TransformerEncoderLayer`` as ``encoder_block`` keywords.
+
+    Returns ``{"num_heads", "norm_first", "activation", "eps"}``, so that
+    ``encoder_block(x, EncoderParams.from_torch(layer), **encoder_layer_config(layer))``
+    reproduces ``layer(x)`` (in eval mode or with dropout 0).
+
+    Raises
+    ------
+    ValueError
+        If ``layer`` is not an ``nn.TransformerEncoderLayer``, its activation
+        is neither ReLU nor GELU, or its two LayerNorms use different eps.
+
+    Notes
+    -----
+    See chapter 5.
+    """
+    torch = _require_module(layer, "TransformerEncoderLayer")
+    F = torch.nn.functional
+    activation = layer.activation
+    if activation is F.relu or isinstance(activation, torch.nn.ReLU):
+        name = "relu"
+    elif activation is F.gelu or (isinstance(activation, torch.nn.GELU) and activation.approximate == "none"):
+        name = "gelu"
+    else:
+        raise ValueError(f"only ReLU and exact GELU activations are supported; got {activation!r}")
+    if layer.norm1.eps != layer.norm2.eps:
+        raise ValueError(f"norm1.eps={layer.norm1.eps} and norm2.eps={layer.norm2.eps} differ")
+    return {
+        "num_heads": layer.self_attn.num_heads,
+        "norm_first": bool(layer.norm_first),
+        "activation": name,
+        "eps": layer.norm1.eps,
+    }

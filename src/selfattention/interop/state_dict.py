@@ -1,0 +1,152 @@
+"""Readers of PyTorch-layout state dicts (names to NumPy arrays) into the package's containers.
+
+The names are those of the PyTorch modules the course checks against
+(``nn.MultiheadAttention``, ``nn.TransformerEncoderLayer``) and of the
+chapter 6 modules, which keep the names of the code they follow. A
+checkpoint read from disk with NumPy has the same form. No torch needed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .._validation import as_float_array
+from ..encoder import EncoderParams
+from ..params import AttentionParams, FeedForwardParams, LayerNormParams
+from ..vision import ConvAttentionParams, PatchAttentionParams
+from .layout import linear_from_torch
+
+__all__ = [
+    "attention_from_state_dict",
+    "encoder_from_state_dict",
+    "patch_attention_from_state_dict",
+    "conv_attention_from_state_dict",
+    "t2t_attention_from_state_dict",
+]
+
+
+def _arrays(state: Any, required: list[str], optional: list[str], module: str) -> dict[str, np.ndarray | None]:
+    """The named arrays of ``state`` as floats; a missing optional one (a bias) is None."""
+    if not isinstance(state, Mapping):
+        raise ValueError(f"state must be a mapping of parameter names to arrays; got {type(state).__name__}")
+    missing = [name for name in required if name not in state]
+    if missing:
+        raise ValueError(f"state is missing {missing} for {module}; expected the keys {required}")
+    return {name: as_float_array(state[name], name) if name in state else None for name in required + optional}
+
+
+def _fused_attention(weight: np.ndarray, bias: np.ndarray | None, out: Any) -> AttentionParams:
+    """Split a fused ``(3*W, d_in)`` projection, rows [q; k; v], into an AttentionParams."""
+    weights = np.split(weight, 3, axis=0)  # each (W, d_in)
+    biases = np.split(bias, 3) if bias is not None else [None] * 3
+    q, k, v = (linear_from_torch(w, b) for w, b in zip(weights, biases))
+    return AttentionParams(q, k, v, out)
+
+
+def attention_from_state_dict(state: Mapping[str, Any], prefix: str = "") -> AttentionParams:
+    """An ``nn.MultiheadAttention``'s weights (``in_proj_weight``, ``in_proj_bias``, ``out_proj.*``).
+
+    Parameters
+    ----------
+    state : mapping
+        Names to arrays, in PyTorch's layout.
+    prefix : str, default ""
+        Prepended to every name, e.g. ``"self_attn."`` inside an encoder layer.
+
+    Returns
+    -------
+    AttentionParams
+
+    Raises
+    ------
+    ValueError
+        If ``state`` is not a mapping or lacks a weight.
+
+    Notes
+    -----
+    See chapter 4.
+    """
+    names = [f"{prefix}in_proj_weight", f"{prefix}out_proj.weight"]
+    a = _arrays(state, names, [f"{prefix}in_proj_bias", f"{prefix}out_proj.bias"], "nn.MultiheadAttention")
+    out = linear_from_torch(a[f"{prefix}out_proj.weight"], a[f"{prefix}out_proj.bias"])
+    return _fused_attention(a[f"{prefix}in_proj_weight"], a[f"{prefix}in_proj_bias"], out)
+
+
+def encoder_from_state_dict(state: Mapping[str, Any], prefix: str = "") -> EncoderParams:
+    """An ``nn.TransformerEncoderLayer``'s weights (``self_attn.*``, ``linear1/2.*``, ``norm1/2.*``).
+
+    Parameters
+    ----------
+    state : mapping
+        Names to arrays, in PyTorch's layout.
+    prefix : str, default ""
+        Prepended to every name, e.g. ``"layers.0."`` inside an ``nn.TransformerEncoder``.
+
+    Returns
+    -------
+    EncoderParams
+
+    Raises
+    ------
+    ValueError
+        If ``state`` is not a mapping or lacks a weight.
+
+    Notes
+    -----
+    See chapter 5.
+    """
+    layers = ("linear1", "linear2", "norm1", "norm2")
+    a = _arrays(state, [f"{prefix}{n}.weight" for n in layers], [f"{prefix}{n}.bias" for n in layers],
+                "nn.TransformerEncoderLayer")
+    return EncoderParams(
+        attention=attention_from_state_dict(state, f"{prefix}self_attn."),
+        feed_forward=FeedForwardParams(
+            linear_from_torch(a[f"{prefix}linear1.weight"], a[f"{prefix}linear1.bias"]),  # (D, F)
+            linear_from_torch(a[f"{prefix}linear2.weight"], a[f"{prefix}linear2.bias"]),  # (F, D)
+        ),
+        norm1=LayerNormParams(a[f"{prefix}norm1.weight"], a[f"{prefix}norm1.bias"]),
+        norm2=LayerNormParams(a[f"{prefix}norm2.weight"], a[f"{prefix}norm2.bias"]),
+    )
+
+
+def patch_attention_from_state_dict(state: Mapping[str, Any]) -> PatchAttentionParams:
+    """A :class:`~selfattention.PatchAttentionBlock`'s weights (``proj``, ``to_q``, ``to_k``, ``to_v``, ``to_out``).
+
+    Raises
+    ------
+    ValueError
+        If ``state`` is not a mapping or lacks a weight. See chapter 6.
+    """
+    layers = ("proj", "to_q", "to_k", "to_v", "to_out")
+    a = _arrays(state, [f"{n}.{kind}" for n in layers for kind in ("weight", "bias")], [], "PatchAttentionBlock")
+    proj, q, k, v, out = (linear_from_torch(a[f"{n}.weight"], a[f"{n}.bias"]) for n in layers)
+    return PatchAttentionParams(patch=proj, attention=AttentionParams(q, k, v, out))
+
+
+def conv_attention_from_state_dict(state: Mapping[str, Any]) -> ConvAttentionParams:
+    """A :class:`~selfattention.ConvSelfAttention`'s weights (1x1 convolutions ``q``, ``k``, ``v`` and ``gamma``).
+
+    Raises
+    ------
+    ValueError
+        If ``state`` is not a mapping or lacks a weight. See chapter 6.
+    """
+    names = ["q.weight", "q.bias", "k.weight", "k.bias", "v.weight", "v.bias", "gamma"]
+    a = _arrays(state, names, [], "ConvSelfAttention")
+    q, k, v = (linear_from_torch(a[f"{n}.weight"], a[f"{n}.bias"]) for n in "qkv")  # 1x1 convolutions
+    return ConvAttentionParams(q=q, k=k, v=v, gamma=a["gamma"])
+
+
+def t2t_attention_from_state_dict(state: Mapping[str, Any]) -> AttentionParams:
+    """A :class:`~selfattention.T2TAttention`'s weights (fused ``qkv``, with or without bias, and ``proj``).
+
+    Raises
+    ------
+    ValueError
+        If ``state`` is not a mapping or lacks a weight. See chapter 6.
+    """
+    a = _arrays(state, ["qkv.weight", "proj.weight", "proj.bias"], ["qkv.bias"], "T2TAttention")
+    return _fused_attention(a["qkv.weight"], a["qkv.bias"], linear_from_torch(a["proj.weight"], a["proj.bias"]))

@@ -1,0 +1,245 @@
+"""Attention masks: which keys each query may see.
+
+Taught in chapter 3 (the causal mask); the key-padding mask and the lower-right
+alignment for T < S are what a KV cache and batches of unequal lengths need
+(chapter 9).
+
+Two kinds of mask, as in ``torch.nn.functional.scaled_dot_product_attention``:
+
+- **boolean**: True where the query may attend to the key;
+- **additive float**: added to the scores, 0 to keep a key and ``-inf`` to block it.
+
+Masks broadcast against the scores, shape ``(..., T, S)``. To combine masks,
+call :func:`combine_masks`: a key is kept only where every mask keeps it
+(booleans are and-ed; float masks are added, which does the same for 0/-inf).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, DTypeLike
+
+from ._validation import as_float_array, check_no_nan_or_posinf, check_positive_int
+
+__all__ = ["causal_mask", "padding_mask", "combine_masks"]
+
+
+def _mask_dtype(dtype: DTypeLike) -> np.dtype:
+    """A boolean or floating dtype for a mask."""
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError as exc:
+        raise ValueError(f"dtype must be bool or a NumPy floating dtype; got {dtype!r} ({exc})") from None
+    if dtype != np.bool_ and not np.issubdtype(dtype, np.floating):
+        raise ValueError(f"dtype must be bool (True = attend) or a floating dtype (it holds -inf); got {dtype}")
+    return dtype
+
+
+def _as_dtype(keep: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """A boolean keep-array in the requested form: itself, or 0 / -inf."""
+    return keep if dtype == np.bool_ else np.where(keep, 0.0, -np.inf).astype(dtype)
+
+
+def causal_mask(T: int, S: int | None = None, dtype: DTypeLike = np.float64) -> np.ndarray:
+    r"""Causal mask: each query sees its own position and the ones before it.
+
+    With ``S = T`` (the default), query ``i`` may attend to keys ``0 … i``:
+
+    .. math::
+
+        M_{ij} = \begin{cases} 0 & j \le i \\ -\infty & j > i \end{cases}
+
+    With ``S > T`` the T queries are the *last* T of the S positions (new
+    tokens after a KV cache of ``S - T`` earlier ones), so query ``i`` sits at
+    absolute position ``S - T + i`` and may attend to keys ``0 … S - T + i``:
+    the diagonal ends at the lower-right corner. PyTorch calls this alignment
+    ``causal_lower_right``. Note that ``torch.nn.functional.scaled_dot_product_attention(
+    is_causal=True)`` aligns at the *upper left* instead (query ``i`` sees keys
+    ``0 … i``), which is the same only when ``T = S``. With ``S < T`` the first
+    ``T - S`` queries see no key at all.
+
+    Parameters
+    ----------
+    T : int
+        Number of queries, at least 1.
+    S : int, optional
+        Number of keys; defaults to ``T``.
+    dtype : numpy dtype, default float64
+        A floating dtype gives an additive mask (0 and ``-inf``); ``bool``
+        gives a boolean mask, True where the query may attend.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(T, S)``.
+
+    Raises
+    ------
+    ValueError
+        If ``T`` or ``S`` is not a positive integer, or ``dtype`` is neither
+        bool nor floating.
+
+    Notes
+    -----
+    See chapter 3 (the causal mask). :func:`selfattention.scaled_dot_product_attention`
+    with ``is_causal=True`` applies the same mask without the caller building it.
+    """
+    T = check_positive_int(T, "T")
+    S = T if S is None else check_positive_int(S, "S")
+    return _as_dtype(causal_keep(T, S), _mask_dtype(dtype))
+
+
+def causal_keep(T: int, S: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+    """Boolean lower-right causal pattern of T queries over keys ``start … stop - 1`` of S.
+
+    Query ``i`` sits at absolute position ``S - T + i`` and may see key ``j``
+    when ``j <= S - T + i``. The whole ``(T, S)`` pattern by default, or the
+    ``(T, stop - start)`` columns of one key block, as blocked attention needs.
+    No argument checks: a building block of :func:`causal_mask` and ``is_causal``.
+    """
+    stop = S if stop is None else stop
+    return np.arange(start, stop)[None, :] <= np.arange(T)[:, None] + (S - T)  # (T, stop - start)
+
+
+def padding_mask(lengths: ArrayLike, S: int | None = None, dtype: DTypeLike = bool) -> np.ndarray:
+    """Key-padding mask from sequence lengths: each sequence sees only its real keys.
+
+    Sequences of different lengths are padded to a common length S to form a
+    batch; entry ``b`` keeps keys ``0 … lengths[b] - 1`` and blocks the padding.
+
+    Parameters
+    ----------
+    lengths : array_like of int, shape (B,)
+        The true length of each sequence, each between 1 and S.
+    S : int, optional
+        The padded length; defaults to ``max(lengths)``.
+    dtype : numpy dtype, default bool
+        ``bool`` (True = attend) or a floating dtype (0 / ``-inf``).
+
+    Returns
+    -------
+    numpy.ndarray, shape (B, 1, S)
+        Broadcasts against single-head scores ``(B, T, S)``. For multi-head
+        scores ``(B, H, T, S)`` add the head axis: ``mask[:, None]``.
+
+    Raises
+    ------
+    ValueError
+        If ``lengths`` is not a 1-D array of integers between 1 and S, ``S``
+        is not a positive integer, or ``dtype`` is neither bool nor floating.
+
+    Notes
+    -----
+    See chapter 3 (masks) and :func:`combine_masks` to add a causal mask.
+    torch's ``key_padding_mask`` has the opposite polarity: True = padding.
+    """
+    try:
+        lengths = np.asarray(lengths)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"lengths must be a 1-D array of integers; could not convert it: {exc}") from None
+    if lengths.ndim != 1 or lengths.size == 0 or not np.issubdtype(lengths.dtype, np.integer):
+        raise ValueError(f"lengths must be a non-empty 1-D array of integers; got shape {lengths.shape}, dtype {lengths.dtype}")
+    S = int(lengths.max()) if S is None else check_positive_int(S, "S")
+    if lengths.min() < 1 or lengths.max() > S:
+        raise ValueError(f"every length must lie between 1 and S={S}; got lengths {lengths.tolist()}")
+    keep = np.arange(S)[None, :] < lengths[:, None]  # (B, S)
+    return _as_dtype(keep[:, None, :], _mask_dtype(dtype))  # (B, 1, S)
+
+
+def combine_masks(*masks: ArrayLike) -> np.ndarray:
+    """Combine masks: a key is kept only where every mask keeps it.
+
+    Boolean masks are and-ed and the result is boolean. If any mask is a float
+    (additive) mask, every boolean one is first turned into 0 / ``-inf`` and
+    the masks are added, so the result is additive, in the widest float dtype.
+
+    Parameters
+    ----------
+    *masks : array_like
+        One or more boolean or float masks that broadcast together, for
+        example ``causal_mask(T, dtype=bool)`` and ``padding_mask(lengths)``.
+
+    Returns
+    -------
+    numpy.ndarray
+        The broadcast shape of the inputs.
+
+    Raises
+    ------
+    ValueError
+        If no mask is given, a mask is neither boolean nor floating, or the
+        shapes do not broadcast.
+
+    Notes
+    -----
+    See chapter 3 (masks).
+    """
+    if not masks:
+        raise ValueError("combine_masks needs at least one mask; got none")
+    arrays = []
+    for index, mask in enumerate(masks):
+        array = np.asarray(mask)
+        if array.dtype != np.bool_:
+            array = as_float_array(array, f"masks[{index}]")
+        arrays.append(array)
+    try:
+        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    except ValueError:
+        raise ValueError(f"the masks' shapes {[a.shape for a in arrays]} do not broadcast together") from None
+    if all(a.dtype == np.bool_ for a in arrays):
+        return np.logical_and.reduce(np.broadcast_arrays(*arrays)) if len(arrays) > 1 else arrays[0].copy()
+    dtype = np.result_type(*(a for a in arrays if a.dtype != np.bool_))
+    total = np.zeros(shape, dtype=dtype)
+    for array in arrays:
+        total += _as_dtype(array, dtype) if array.dtype == np.bool_ else array
+    return total
+
+
+# --- Used by the attention functions ---------------------------------------------
+
+
+def check_mask(mask: Any, scores_shape: tuple[int, ...]) -> np.ndarray | None:
+    """Validate an attention mask against the scores' shape and return it as an array."""
+    if mask is None:
+        return None
+    try:
+        mask = np.asarray(mask)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"mask must be an array; could not convert it: {exc}") from None
+    if mask.dtype != np.bool_ and not np.issubdtype(mask.dtype, np.floating):
+        raise ValueError(
+            "mask must be boolean (True = attend) or floating (added to the scores: "
+            f"0 keeps, -inf blocks); got dtype {mask.dtype}. For a 0/1 mask, pass mask.astype(bool)"
+        )
+    try:
+        fits = np.broadcast_shapes(mask.shape, scores_shape) == scores_shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(
+            f"mask of shape {mask.shape} does not broadcast to the scores' shape "
+            f"(..., T, S) = {scores_shape}"
+        )
+    if mask.dtype != np.bool_:
+        check_no_nan_or_posinf(mask, "mask")
+    return mask
+
+
+def apply_mask(scores: np.ndarray, mask: np.ndarray) -> None:
+    """Apply a validated mask to ``scores`` in place."""
+    if mask.dtype == np.bool_:
+        np.copyto(scores, -np.inf, where=~mask)  # True = attend, so block where False
+    else:
+        scores += mask
+
+
+def apply_causal(scores: np.ndarray, S: int, start: int = 0) -> None:
+    """Block, in place, the keys that ``scores``' queries may not see under the lower-right causal rule.
+
+    ``scores`` holds the columns ``start … start + width - 1`` of a ``(..., T, S)``
+    score matrix. Only a boolean ``(T, width)`` pattern is built.
+    """
+    T, width = scores.shape[-2:]
+    np.copyto(scores, -np.inf, where=~causal_keep(T, S, start, start + width))

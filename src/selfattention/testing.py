@@ -1,0 +1,132 @@
+"""Helpers for checking NumPy results against PyTorch, shared by ``tests/``, the chapters and ``benchmarks/``.
+
+- :func:`randomise_parameters`: every parameter of a module random, so that a
+  comparison cannot pass because a bias is still zero or a LayerNorm scale one;
+- :data:`TOLERANCES` and :func:`tolerance`: how close is close enough, per dtype;
+- :func:`assert_parity`: compare, and on failure say where and by how much.
+
+This module imports torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ._validation import check_real_scalar
+
+__all__ = ["TOLERANCES", "tolerance", "randomise_parameters", "assert_parity", "to_torch"]
+
+# (rtol, atol) for comparing a NumPy result with PyTorch's, by dtype: float64
+# agrees to rounding; float32 accumulates rounding over a layer's sums.
+TOLERANCES: dict[np.dtype, tuple[float, float]] = {
+    np.dtype(np.float64): (1e-10, 1e-12),
+    np.dtype(np.float32): (1e-5, 1e-6),
+}
+
+_NORMS = (torch.nn.LayerNorm, torch.nn.RMSNorm, torch.nn.GroupNorm, torch.nn.modules.batchnorm._NormBase)
+
+
+def tolerance(dtype: Any) -> dict[str, float]:
+    """``{"rtol": ..., "atol": ...}`` for ``dtype`` (a NumPy or torch dtype), from :data:`TOLERANCES`."""
+    if isinstance(dtype, torch.dtype):
+        dtype = torch.empty(0, dtype=dtype).numpy().dtype
+    try:
+        rtol, atol = TOLERANCES[np.dtype(dtype)]
+    except (KeyError, TypeError):
+        raise ValueError(f"dtype must be float32 or float64; got {dtype!r}") from None
+    return {"rtol": rtol, "atol": atol}
+
+
+def randomise_parameters(module: torch.nn.Module, *, seed: int | None = None, scale: float = 0.3) -> torch.nn.Module:
+    """Set every parameter to random values, then put the module in eval mode.
+
+    Weights and biases become ``scale * N(0, 1)``; the scales of normalisation
+    layers (LayerNorm, RMSNorm, ...) become ``1 + scale * N(0, 1)``. PyTorch
+    starts biases at 0 and LayerNorm at scale 1 and shift 0, so a comparison
+    with a fresh module cannot tell whether they are applied at all.
+
+    Parameters
+    ----------
+    module : torch.nn.Module
+    seed : int, optional
+        Draw from a private generator with this seed; by default from torch's
+        global generator (seed it with ``torch.manual_seed``).
+    scale : float, default 0.3
+
+    Returns
+    -------
+    torch.nn.Module
+        ``module`` itself, in eval mode (dropout off), so comparisons are deterministic.
+
+    Raises
+    ------
+    ValueError
+        If ``module`` is not a ``torch.nn.Module`` or ``scale`` is not a finite number.
+
+    Notes
+    -----
+    See chapter 5 (why a fresh layer proves little).
+    """
+    if not isinstance(module, torch.nn.Module):
+        raise ValueError(f"module must be a torch.nn.Module; got {type(module).__name__}")
+    scale = check_real_scalar(scale, "scale")
+    generator = None if seed is None else torch.Generator().manual_seed(seed)
+    norm_scales = {id(m.weight) for m in module.modules() if isinstance(m, _NORMS) and m.weight is not None}
+    with torch.no_grad():
+        for parameter in module.parameters():
+            noise = torch.randn(parameter.shape, generator=generator, dtype=parameter.dtype)
+            parameter.copy_((1.0 if id(parameter) in norm_scales else 0.0) + scale * noise)
+    return module.eval()
+
+
+def _as_numpy(value: Any) -> np.ndarray:
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+def assert_parity(actual: Any, expected: Any, dtype: Any = None, *, rtol: float | None = None,
+                  atol: float | None = None, what: str = "result") -> None:
+    """Assert that ``actual`` matches ``expected`` (arrays or tensors) within the tolerance for ``dtype``.
+
+    On failure the message names the largest absolute difference, where it is,
+    and the two values there.
+
+    Parameters
+    ----------
+    actual, expected : array_like or torch.Tensor
+    dtype : dtype, optional
+        Chooses the tolerance from :data:`TOLERANCES`; defaults to ``expected``'s dtype.
+    rtol, atol : float, optional
+        Override the tolerance.
+    what : str
+        Names the compared quantity in the message.
+
+    Raises
+    ------
+    AssertionError
+        If the shapes differ or any element is outside ``atol + rtol * |expected|``.
+    """
+    actual, expected = _as_numpy(actual), _as_numpy(expected)
+    tol = tolerance(expected.dtype if dtype is None else dtype)
+    rtol = tol["rtol"] if rtol is None else rtol
+    atol = tol["atol"] if atol is None else atol
+    if actual.shape != expected.shape:
+        raise AssertionError(f"{what}: shape {actual.shape} differs from the expected {expected.shape}")
+    difference = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
+    allowed = atol + rtol * np.abs(expected.astype(np.float64))
+    if not (difference <= allowed).all():  # NaN fails here too
+        where = np.unravel_index(np.nanargmax(np.where(np.isnan(difference), np.inf, difference)), difference.shape)
+        raise AssertionError(
+            f"{what}: the largest difference is {difference[where]:.3g} at index {tuple(int(i) for i in where)} "
+            f"(got {actual[where]:.6g}, expected {expected[where]:.6g}; rtol={rtol:g}, atol={atol:g}); "
+            f"{int((difference > allowed).sum())} of {difference.size} elements are outside the tolerance"
+        )
+
+
+def to_torch(*arrays: np.ndarray) -> tuple[torch.Tensor, ...]:
+    """NumPy arrays as tensors with the same dtype (contiguous copies where needed)."""
+    return tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in arrays)
