@@ -117,6 +117,19 @@ def check_divisible(value: int, divisor: int, value_name: str, divisor_name: str
     return value // divisor
 
 
+def check_head_split(width: int, num_heads: Any, width_name: str = "the model width D") -> int:
+    """Return the head width ``width // num_heads``, raising unless ``num_heads`` is a positive divisor of ``width``."""
+    H = check_positive_int(num_heads, "num_heads")
+    if width % H:
+        symbol = width_name.split()[-1]
+        options = [d for d in range(1, min(width, 16) + 1) if width % d == 0]
+        raise ValueError(
+            f"{width_name}={width} is not divisible by num_heads={H}; "
+            f"each head needs {symbol} // num_heads columns (try num_heads in {options})"
+        )
+    return width // H
+
+
 def check_finite(arr: np.ndarray, name: str, purpose: str = "") -> None:
     """Raise if ``arr`` holds NaN or an infinity; ``purpose`` ends the first clause ("to plot")."""
     bad = int(np.size(arr) - np.isfinite(arr).sum())

@@ -102,7 +102,7 @@ def memory_efficient_attention(
         if is_causal:
             apply_causal(scores, S, start)
         running_max, running_sum, out = online_softmax_update(
-            running_max, running_sum, out, scores, v[..., start:stop, :], overwrite_scores=True
+            running_max, running_sum, out, scores, v[..., start:stop, :], in_place=True
         )
         del scores  # free this block before the next one is allocated: one block alive at a time
 
@@ -117,7 +117,7 @@ def online_softmax_update(
     scores: np.ndarray,
     values: np.ndarray,
     *,
-    overwrite_scores: bool = False,
+    in_place: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""Fold one block of keys into the running maximum, sum and unnormalised output.
 
@@ -143,9 +143,10 @@ def online_softmax_update(
         This block's (scaled, masked) scores.
     values : numpy.ndarray, shape (..., block, Dv)
         This block's values.
-    overwrite_scores : bool, default False
-        Reuse ``scores``' memory for its exponentials (what
-        :func:`memory_efficient_attention` does, to hold one block at a time).
+    in_place : bool, default False
+        Update ``running_sum`` and ``out`` in place and reuse ``scores``'
+        memory for its exponentials, as :func:`memory_efficient_attention`
+        does to hold one block at a time. The arithmetic is the same.
 
     Returns
     -------
@@ -161,9 +162,13 @@ def online_softmax_update(
     new_max = np.maximum(running_max, scores.max(axis=-1, keepdims=True))  # m'
     shift = np.where(np.isneginf(new_max), 0.0, new_max)  # all blocked so far: exps are 0, not NaN
     correction = np.exp(running_max - shift)  # e^{m - m'}; 0 while m = -inf
-    exps = scores if overwrite_scores else scores.copy()
+    exps = scores if in_place else scores.copy()
     exps -= shift
     np.exp(exps, out=exps)  # e^{s_j - m'}
-    new_sum = correction * running_sum + exps.sum(axis=-1, keepdims=True)
-    new_out = correction * out + np.matmul(exps, values)
-    return new_max, new_sum, new_out
+    if not in_place:
+        running_sum, out = running_sum.copy(), out.copy()
+    running_sum *= correction
+    running_sum += exps.sum(axis=-1, keepdims=True)
+    out *= correction
+    out += np.matmul(exps, values)
+    return new_max, running_sum, out

@@ -19,7 +19,8 @@ import numpy as np
 from .attention import scaled_dot_product_attention, self_attention
 from .encoder import EncoderParams, encoder_block, layer_norm, relu
 from .multihead import merge_heads, multihead_attention, split_heads
-from .scores import causal_mask, softmax
+from .masks import causal_mask
+from .scores import softmax
 from .vision import conv_self_attention_forward, patchify
 
 __all__ = [
@@ -508,7 +509,7 @@ def check_rms_norm(fn: Callable[..., Any]) -> CheckResult:
 
 
 def _random_encoder_params(rng: np.random.Generator, D: int, F: int) -> EncoderParams:
-    return EncoderParams(
+    return EncoderParams.from_arrays(
         w_qkv=rng.normal(size=(D, 3 * D)) / np.sqrt(D), b_qkv=0.3 * rng.normal(size=3 * D),
         w_out=rng.normal(size=(D, D)) / np.sqrt(D), b_out=0.3 * rng.normal(size=D),
         w_ff1=rng.normal(size=(D, F)) / np.sqrt(D), b_ff1=0.3 * rng.normal(size=F),

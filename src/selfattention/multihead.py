@@ -22,7 +22,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import as_float_array, check_bool, check_divisible, check_min_ndim, check_positive_int
+from ._validation import as_float_array, check_bool, check_head_split, check_min_ndim, check_positive_int
 from .attention import scaled_dot_product_attention
 from .params import AttentionParams, project_qkv
 
@@ -66,9 +66,9 @@ def split_heads(x: ArrayLike, num_heads: int) -> np.ndarray:
     """
     x = as_float_array(x, "x")
     check_min_ndim(x, "x", 2, "(..., T, D)")
-    H = check_positive_int(num_heads, "num_heads")
     *batch, T, D = x.shape
-    Dh = check_divisible(D, H, "the model width D", "num_heads")
+    H = num_heads
+    Dh = check_head_split(D, H)
     heads = x.reshape(*batch, T, H, Dh)  # (..., T, H, Dh)
     return np.swapaxes(heads, -3, -2)  # (..., H, T, Dh)
 
@@ -303,7 +303,7 @@ def mha_multiply_adds(T: int, d_model: int, num_heads: int, S: int | None = None
     D = check_positive_int(d_model, "d_model")
     H = check_positive_int(num_heads, "num_heads")
     S = T if S is None else check_positive_int(S, "S")
-    Dh = check_divisible(D, H, "the model width D", "num_heads")
+    Dh = check_head_split(D, H)
     cost = {
         "projections": T * D * D + 2 * S * D * D + T * D * D,
         "scores": H * T * S * Dh,

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import as_float_array, check_divisible, check_matrix_shape, check_positive_int
+from ._validation import as_float_array, check_head_split, check_matrix_shape, check_positive_int
 
 __all__ = ["Linear", "LayerNormParams", "AttentionParams", "FeedForwardParams", "project_qkv"]
 
@@ -243,9 +243,9 @@ class AttentionParams(_Container):
 
     def head_counts(self, num_heads: int) -> tuple[int, int]:
         """``(H, Hkv)`` for ``num_heads`` query heads, checking that they fit the weights."""
-        H = check_positive_int(num_heads, "num_heads")
         width = "the model width D" if self.q.d_out == self.q.d_in else "the query width H*Dh"
-        check_divisible(self.q.d_out, H, width, "num_heads")
+        H = num_heads
+        check_head_split(self.q.d_out, H, width)
         if H % self.kv_groups:
             raise ValueError(
                 f"num_heads={H} must be a multiple of {self.kv_groups}, the query heads per key/value head "

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import as_float_array, check_divisible, check_image_size, check_positive_int, check_real_scalar
+from ._validation import as_float_array, check_head_split, check_image_size, check_positive_int, check_real_scalar
 from .attention import scaled_dot_product_attention
 from .multihead import merge_heads, split_heads
 from .params import AttentionParams, Linear, _Container, _set, project_qkv
@@ -264,8 +264,8 @@ def t2t_attention_forward(
     x = as_float_array(x, "x")
     if x.ndim != 3 or x.shape[-1] != p.d_model:
         raise ValueError(f"x must have shape (B, N, dim={p.d_model}); got shape {x.shape}")
-    H = check_positive_int(num_heads, "num_heads")
-    head_dim = check_divisible(p.q.d_out, H, "chan", "num_heads")
+    H = num_heads
+    head_dim = check_head_split(p.q.d_out, H, "chan")
     scale = head_dim**-0.5 if qk_scale is None else check_real_scalar(qk_scale, "qk_scale")
     q, k, v = project_qkv(x, p)  # each (B, N, chan)
     out, weights = scaled_dot_product_attention(*(split_heads(a, H) for a in (q, k, v)), scale=scale)  # (B, H, N, Dh)

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from ._validation import check_bool, check_divisible, check_image_size, check_positive_int, check_real_scalar
+from ._validation import check_bool, check_head_split, check_image_size, check_positive_int, check_real_scalar
 
 __all__ = ["PatchAttentionBlock", "ConvSelfAttention", "T2TAttention"]
 
@@ -163,7 +163,7 @@ class T2TAttention(nn.Module):
         self.dim = check_positive_int(dim, "dim")
         self.chan = check_positive_int(chan, "chan")
         self.num_heads = check_positive_int(num_heads, "num_heads")
-        self.head_dim = check_divisible(self.chan, self.num_heads, "chan", "num_heads")
+        self.head_dim = check_head_split(self.chan, self.num_heads, "chan")
         qkv_bias = check_bool(qkv_bias, "qkv_bias")
         self.scale = self.head_dim**-0.5 if qk_scale is None else check_real_scalar(qk_scale, "qk_scale")
         self.qkv = nn.Linear(dim, chan * 3, bias=qkv_bias)
