@@ -20,8 +20,6 @@ import os
 import platform
 import subprocess
 import sys
-import time
-import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +29,7 @@ from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from selfattention import memory_efficient_attention, scaled_dot_product_attention  # noqa: E402
+from selfattention.measure import best_time, peak_bytes  # noqa: E402
 
 SEQUENCES, HEAD_DIM = 32, 64  # B*H and Dh
 LENGTHS = (256, 1024, 4096)
@@ -41,25 +40,6 @@ BLOCK_SIZE = 512
 def inputs(T: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     return tuple(rng.standard_normal((SEQUENCES, T, HEAD_DIM), dtype=np.float32) for _ in range(3))
-
-
-def best_time(function, repeats: int) -> float:
-    function()  # warm-up
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
-def tracemalloc_peak(function) -> int:
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    function()
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return peak
 
 
 TORCH_PEAK = r"""
@@ -113,7 +93,7 @@ def run(repeats: int) -> dict:
             tq, tk, tv = map(torch.from_numpy, (q, k, v))
             call = lambda: F.scaled_dot_product_attention(tq, tk, tv)  # noqa: E731
         seconds = best_time(call, repeats if T < LONG else 1)
-        peak = torch_peak(T) if name == "torch" else tracemalloc_peak(call)
+        peak = torch_peak(T) if name == "torch" else peak_bytes(call)
         timings[(T, name)] = {"T": T, "implementation": name, "seconds": seconds, "peak_extra_bytes": peak,
                               "gflops": attention_flops(T) / seconds / 1e9,
                               "memory_method": "peak RSS of a child process" if name == "torch" else "tracemalloc"}
