@@ -20,6 +20,7 @@ import os
 import platform
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -76,33 +77,50 @@ def attention_flops(T: int) -> float:
 
 
 def run(repeats: int) -> dict:
-    results = {"machine": {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads(), "numpy": np.__version__,
-                           "torch": torch.__version__, "python": platform.python_version()},
-               "sizes": {"sequences": SEQUENCES, "head_dim": HEAD_DIM, "dtype": "float32", "block_size": BLOCK_SIZE},
-               "gemm_gflops": gemm_gflops(repeats), "rows": []}
+    results = {
+        "machine": {
+            "cpus": os.cpu_count(),
+            "torch_threads": torch.get_num_threads(),
+            "numpy": np.__version__,
+            "torch": torch.__version__,
+            "python": platform.python_version(),
+        },
+        "sizes": {"sequences": SEQUENCES, "head_dim": HEAD_DIM, "dtype": "float32", "block_size": BLOCK_SIZE},
+        "gemm_gflops": gemm_gflops(repeats),
+        "rows": [],
+    }
     plan = [(T, name) for T in LENGTHS for name in ("numpy", "torch", "efficient")]
     plan += [(LONG, "numpy"), (LONG, "efficient")]
     timings: dict[tuple[int, str], dict] = {}
     for T, name in tqdm(plan, desc="benchmark", unit="run"):
         q, k, v = inputs(T)
         if name == "numpy":
-            call = lambda: scaled_dot_product_attention(q, k, v)  # noqa: E731
+            call = partial(scaled_dot_product_attention, q, k, v)
         elif name == "efficient":
-            call = lambda: memory_efficient_attention(q, k, v, block_size=BLOCK_SIZE)  # noqa: E731
+            call = partial(memory_efficient_attention, q, k, v, block_size=BLOCK_SIZE)
         else:
-            tq, tk, tv = map(torch.from_numpy, (q, k, v))
-            call = lambda: F.scaled_dot_product_attention(tq, tk, tv)  # noqa: E731
+            call = partial(F.scaled_dot_product_attention, *map(torch.from_numpy, (q, k, v)))
         seconds = best_time(call, repeats if T < LONG else 1)
         peak = torch_peak(T) if name == "torch" else peak_bytes(call)
-        timings[(T, name)] = {"T": T, "implementation": name, "seconds": seconds, "peak_extra_bytes": peak,
-                              "gflops": attention_flops(T) / seconds / 1e9,
-                              "memory_method": "peak RSS of a child process" if name == "torch" else "tracemalloc"}
+        timings[(T, name)] = {
+            "T": T,
+            "implementation": name,
+            "seconds": seconds,
+            "peak_extra_bytes": peak,
+            "gflops": attention_flops(T) / seconds / 1e9,
+            "memory_method": "peak RSS of a child process" if name == "torch" else "tracemalloc",
+        }
     results["rows"] = list(timings.values())
     results["ratios"] = {
         str(T): {
-            **({"numpy_over_torch_time": timings[(T, "numpy")]["seconds"] / timings[(T, "torch")]["seconds"]} if T != LONG else {}),
+            **(
+                {"numpy_over_torch_time": timings[(T, "numpy")]["seconds"] / timings[(T, "torch")]["seconds"]}
+                if T != LONG
+                else {}
+            ),
             "efficient_over_numpy_time": timings[(T, "efficient")]["seconds"] / timings[(T, "numpy")]["seconds"],
-            "efficient_over_numpy_memory": timings[(T, "efficient")]["peak_extra_bytes"] / timings[(T, "numpy")]["peak_extra_bytes"],
+            "efficient_over_numpy_memory": timings[(T, "efficient")]["peak_extra_bytes"]
+            / timings[(T, "numpy")]["peak_extra_bytes"],
         }
         for T in (*LENGTHS, LONG)
     }
@@ -110,12 +128,15 @@ def run(repeats: int) -> dict:
 
 
 def print_table(results: dict) -> None:
-    print(f"\nB*H = {SEQUENCES}, Dh = {HEAD_DIM}, float32; machine float32 GEMM: {results['gemm_gflops']:.1f} GFLOP/s\n")
+    print(
+        f"\nB*H = {SEQUENCES}, Dh = {HEAD_DIM}, float32; machine float32 GEMM: {results['gemm_gflops']:.1f} GFLOP/s\n"
+    )
     print(f"{'T':>6} {'implementation':>15} {'time (s)':>10} {'GFLOP/s':>9} {'% of GEMM':>10} {'peak extra (MiB)':>17}")
     for row in results["rows"]:
         peak = "n/a" if row["peak_extra_bytes"] is None else f"{row['peak_extra_bytes'] / 2**20:,.0f}"
         share = 100 * row["gflops"] / results["gemm_gflops"]
-        print(f"{row['T']:>6} {row['implementation']:>15} {row['seconds']:>10.4f} {row['gflops']:>9.1f} {share:>9.0f}% {peak:>17}")
+        name, seconds = row["implementation"], row["seconds"]
+        print(f"{row['T']:>6} {name:>15} {seconds:>10.4f} {row['gflops']:>9.1f} {share:>9.0f}% {peak:>17}")
     print("\nratios (targets: numpy/torch time <= 3 at T=1024; efficient/numpy time <= 1.5, memory <= 0.10 at T=8192)")
     for T, ratio in results["ratios"].items():
         parts = [f"{key} = {value:.2f}" for key, value in ratio.items()]

@@ -24,6 +24,7 @@ def expected_pages() -> list[str]:
     files = re.findall(r"^\s*(?:-\s*)?(?:root|file):\s*(\S+)", TOC.read_text(), re.MULTILINE)
     return ["index.html"] + [f"{name}.html" for name in files]
 
+
 # Tags and the attribute through which they make the browser fetch something.
 LOADING_ATTRIBUTES = {
     "script": "src",

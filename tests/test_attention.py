@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from selfattention.testing import assert_parity, to_torch
 from selfattention import causal_mask, scaled_dot_product_attention, self_attention
+from selfattention.testing import assert_parity, to_torch
 
 # (q batch, k/v batch, T, S, Dk, Dv): T != S, T = 1, S = 1, extra leading axes, broadcast batches.
 SHAPES = [
@@ -116,7 +116,9 @@ def test_integer_inputs_are_promoted_to_float(rng):
 
 
 def _mha(D, dtype):
-    module = torch.nn.MultiheadAttention(D, 1, bias=False, batch_first=True).to(torch.float64 if dtype == np.float64 else torch.float32)
+    module = torch.nn.MultiheadAttention(D, 1, bias=False, batch_first=True).to(
+        torch.float64 if dtype == np.float64 else torch.float32
+    )
     w_qkv = module.in_proj_weight.detach().numpy().T
     w_out = module.out_proj.weight.detach().numpy().T
     return module, w_qkv, w_out
@@ -155,7 +157,12 @@ def test_self_attention_accepts_unbatched_input_like_the_module():
         ((8,), (4, 8), (4, 8), r"q must have at least 2 axes \(\.\.\., T, Dk\); got shape \(8,\)"),
         ((4, 8), (8,), (4, 8), r"k must have at least 2 axes \(\.\.\., S, Dk\); got shape \(8,\)"),
         ((4, 8), (4, 8), (4,), r"v must have at least 2 axes \(\.\.\., S, Dv\); got shape \(4,\)"),
-        ((2, 4, 8), (3, 4, 8), (3, 4, 8), r"the leading \(batch\) axes of q \(2,\), k \(3,\) and v \(3,\) do not broadcast"),
+        (
+            (2, 4, 8),
+            (3, 4, 8),
+            (3, 4, 8),
+            r"the leading \(batch\) axes of q \(2,\), k \(3,\) and v \(3,\) do not broadcast",
+        ),
         ((0, 8), (4, 8), (4, 8), r"attention needs T, S and Dk of at least 1; got T=0, S=4, Dk=8"),
     ],
 )
@@ -167,9 +174,15 @@ def test_sdpa_shape_errors(q_shape, k_shape, v_shape, message):
 @pytest.mark.parametrize(
     ("mask", "message"),
     [
-        (np.ones((3, 4), dtype=bool), r"mask of shape \(3, 4\) does not broadcast to the scores' shape \(\.\.\., T, S\) = \(2, 4, 5\)"),
+        (
+            np.ones((3, 4), dtype=bool),
+            r"mask of shape \(3, 4\) does not broadcast to the scores' shape \(\.\.\., T, S\) = \(2, 4, 5\)",
+        ),
         (np.ones((3, 2, 4, 5), dtype=bool), r"mask of shape \(3, 2, 4, 5\) does not broadcast to the scores' shape"),
-        (np.ones((4, 5), dtype=int), r"mask must be boolean \(True = attend\) or floating .*got dtype int64. For a 0/1 mask, pass mask.astype\(bool\)"),
+        (
+            np.ones((4, 5), dtype=int),
+            r"mask must be boolean \(True = attend\) or floating .*got dtype int64. For a 0/1 mask, pass mask.astype\(bool\)",
+        ),
         (np.full((4, 5), np.nan), r"mask must not contain NaN; found 20 NaN"),
         (np.full((4, 5), np.inf), r"mask must be finite or -inf .* found 20 \+inf"),
     ],
@@ -219,5 +232,8 @@ def test_self_attention_errors(x_shape, w_qkv_shape, w_out_shape, message):
 
 
 def test_self_attention_mask_errors_name_the_scores_shape():
-    with pytest.raises(ValueError, match=r"mask of shape \(4, 4\) does not broadcast to the scores' shape \(\.\.\., T, S\) = \(2, 5, 5\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"mask of shape \(4, 4\) does not broadcast to the scores' shape \(\.\.\., T, S\) = \(2, 5, 5\)",
+    ):
         self_attention(np.ones((2, 5, 8)), np.ones((8, 24)), np.ones((8, 8)), mask=causal_mask(4))

@@ -18,6 +18,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
 
+
 def _code_cells(path: Path) -> list[nbformat.NotebookNode]:
     return [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
 
@@ -38,16 +39,22 @@ def test_the_toc_lists_exactly_the_chapters():
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
 def test_committed_outputs_come_from_one_clean_run(path):
     cells = _code_cells(path)
-    assert [c.execution_count for c in cells] == list(range(1, len(cells) + 1)), "re-run the chapter with `make execute`"
+    assert [c.execution_count for c in cells] == list(range(1, len(cells) + 1)), (
+        "re-run the chapter with `make execute`"
+    )
     for cell in cells:
         names = [o.get("name") if o.output_type == "stream" else None for o in cell.outputs]
-        assert not any(a is not None and a == b for a, b in zip(names, names[1:])), (
+        assert not any(a is not None and a == b for a, b in zip(names, names[1:], strict=False)), (
             f"cell {cell.execution_count} has split print outputs: re-run the chapter with `make execute`"
         )
         for output in cell.outputs:
             assert output.output_type != "error", f"stored error in cell {cell.execution_count}"
-            assert output.get("name") != "stderr", f"stderr (a warning?) in cell {cell.execution_count}: {output.text[:200]}"
-            assert not re.search(r"/(root|tmp|home|work|Users)/", _text(output)), f"a machine path in cell {cell.execution_count}"
+            assert output.get("name") != "stderr", (
+                f"stderr (a warning?) in cell {cell.execution_count}: {output.text[:200]}"
+            )
+            assert not re.search(r"/(root|tmp|home|work|Users)/", _text(output)), (
+                f"a machine path in cell {cell.execution_count}"
+            )
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)

@@ -22,8 +22,11 @@ def _site(tmp_path: Path, body: str, css: str = "") -> Path:
 
 
 def test_a_clean_site_passes_and_links_to_other_sites_are_fine(tmp_path):
-    site = _site(tmp_path, '<a href="https://doi.org/10.1/x">paper</a><script src="_static/a.js"></script>'
-                 '<link rel="canonical" href="https://example.org/">')
+    site = _site(
+        tmp_path,
+        '<a href="https://doi.org/10.1/x">paper</a><script src="_static/a.js"></script>'
+        '<link rel="canonical" href="https://example.org/">',
+    )
     assert check_site.problems_in(site) == []
 
 

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
-import tracemalloc
 import warnings
+from functools import partial
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from selfattention.testing import assert_parity, to_torch
 from selfattention import causal_mask, memory_efficient_attention, scaled_dot_product_attention
+from selfattention.measure import peak_bytes
+from selfattention.testing import assert_parity, to_torch
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("block_size", [1, 7, 64, 1000])
 @pytest.mark.parametrize("mask_kind", [None, "bool", "float", "causal"])
-@pytest.mark.parametrize(("q_shape", "kv_shape"), [((2, 3, 40, 8), (2, 3, 50, 8)), ((5, 16), (9, 16)), ((2, 1, 6, 4), (3, 6, 4))])
+@pytest.mark.parametrize(
+    ("q_shape", "kv_shape"), [((2, 3, 40, 8), (2, 3, 50, 8)), ((5, 16), (9, 16)), ((2, 1, 6, 4), (3, 6, 4))]
+)
 def test_matches_the_reference_and_torch(dtype, block_size, mask_kind, q_shape, kv_shape):
     rng = np.random.default_rng(0)
     q = rng.normal(size=q_shape).astype(dtype)
@@ -38,7 +41,9 @@ def test_matches_the_reference_and_torch(dtype, block_size, mask_kind, q_shape, 
     assert got.dtype == dtype and got.shape == reference.shape
     tolerance = dict(rtol=1e-10, atol=1e-12) if dtype == np.float64 else dict(rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(got, reference, **tolerance)
-    expected = F.scaled_dot_product_attention(*to_torch(q, k, v), attn_mask=None if mask is None else torch.from_numpy(mask))
+    expected = F.scaled_dot_product_attention(
+        *to_torch(q, k, v), attn_mask=None if mask is None else torch.from_numpy(mask)
+    )
     assert_parity(got, expected, dtype)
 
 
@@ -50,15 +55,6 @@ def test_float64_agreement_is_within_1e_minus_6_at_a_realistic_size():
     assert np.abs(got - reference).max() < 1e-6
 
 
-def _peak_bytes(function) -> int:
-    tracemalloc.start()
-    tracemalloc.reset_peak()
-    function()
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
-    return peak
-
-
 def test_peak_memory_grows_with_the_block_not_with_s():
     rng = np.random.default_rng(2)
     q = rng.normal(size=(4, 256, 32)).astype(np.float32)
@@ -66,8 +62,8 @@ def test_peak_memory_grows_with_the_block_not_with_s():
     for S in (2048, 4096):
         k, v = (rng.normal(size=(4, S, 32)).astype(np.float32) for _ in range(2))
         peaks[S] = (
-            _peak_bytes(lambda: scaled_dot_product_attention(q, k, v)),
-            _peak_bytes(lambda: memory_efficient_attention(q, k, v, block_size=64)),
+            peak_bytes(partial(scaled_dot_product_attention, q, k, v)),
+            peak_bytes(partial(memory_efficient_attention, q, k, v, block_size=64)),
         )
     reference_4096, blocked_4096 = peaks[4096]
     assert reference_4096 >= 4 * 256 * 4096 * 4  # the reference holds every (B, T, S) float32 score

@@ -20,5 +20,7 @@ def test_logo_and_favicon_are_reproduced_by_the_script(tmp_path):
         committed = mpimg.imread(ROOT / "book" / "_static" / name)
         drawn = mpimg.imread(tmp_path / name)
         assert committed.shape == drawn.shape, name
-        np.testing.assert_allclose(drawn, committed, atol=2 / 255, err_msg=f"re-run scripts/make_logo.py: {name} is stale")
+        np.testing.assert_allclose(
+            drawn, committed, atol=2 / 255, err_msg=f"re-run scripts/make_logo.py: {name} is stale"
+        )
     assert mpimg.imread(tmp_path / "favicon.png").shape[:2] == (64, 64)

@@ -85,7 +85,9 @@ def test_is_causal_combines_with_a_mask_and_passes_through_multihead():
     x, w_qkv, w_out = rng.normal(size=(2, 6, 8)), rng.normal(size=(8, 24)), rng.normal(size=(8, 8))
     pad = padding_mask([6, 4])[:, None]  # (B, 1, 1, S): the second sequence has 2 padding tokens
     y, weights = multihead_attention(x, w_qkv, w_out, num_heads=2, mask=pad, is_causal=True)
-    y_masked, weights_masked = multihead_attention(x, w_qkv, w_out, num_heads=2, mask=combine_masks(pad, causal_mask(6, dtype=bool)))
+    y_masked, weights_masked = multihead_attention(
+        x, w_qkv, w_out, num_heads=2, mask=combine_masks(pad, causal_mask(6, dtype=bool))
+    )
     np.testing.assert_array_equal(y, y_masked)
     np.testing.assert_array_equal(weights, weights_masked)
     assert (weights[1, :, :, 4:] == 0).all()
@@ -109,7 +111,9 @@ def test_padding_mask_matches_torchs_key_padding_mask():
     expected, _ = module(x, x, x, key_padding_mask=key_padding)
     from selfattention import AttentionParams
 
-    y, _ = multihead_attention(x.numpy(), AttentionParams.from_torch(module), num_heads=2, mask=padding_mask(lengths)[:, None])
+    y, _ = multihead_attention(
+        x.numpy(), AttentionParams.from_torch(module), num_heads=2, mask=padding_mask(lengths)[:, None]
+    )
     assert_parity(y, expected, np.float64)
 
 
@@ -132,15 +136,27 @@ def test_combine_masks_ands_booleans_and_adds_floats():
         (lambda: causal_mask(3, 4.0), r"S must be a positive integer; got 4.0 of type float"),
         (lambda: padding_mask([[1, 2]]), r"lengths must be a non-empty 1-D array of integers; got shape \(1, 2\)"),
         (lambda: padding_mask([]), r"lengths must be a non-empty 1-D array of integers; got shape \(0,\)"),
-        (lambda: padding_mask([1.5, 2.0]), r"lengths must be a non-empty 1-D array of integers; got shape \(2,\), dtype float64"),
+        (
+            lambda: padding_mask([1.5, 2.0]),
+            r"lengths must be a non-empty 1-D array of integers; got shape \(2,\), dtype float64",
+        ),
         (lambda: padding_mask([0, 2]), r"every length must lie between 1 and S=2; got lengths \[0, 2\]"),
         (lambda: padding_mask([3, 2], S=2), r"every length must lie between 1 and S=2; got lengths \[3, 2\]"),
         (lambda: padding_mask([1], dtype=int), r"dtype must be bool \(True = attend\) or a floating dtype"),
         (lambda: combine_masks(), r"combine_masks needs at least one mask; got none"),
-        (lambda: combine_masks(np.ones((2, 3), bool), np.ones((4, 3), bool)), r"the masks' shapes \[\(2, 3\), \(4, 3\)\] do not broadcast together"),
+        (
+            lambda: combine_masks(np.ones((2, 3), bool), np.ones((4, 3), bool)),
+            r"the masks' shapes \[\(2, 3\), \(4, 3\)\] do not broadcast together",
+        ),
         (lambda: combine_masks(np.ones(3, bool), "x"), r"masks\[1\] must be an array of real numbers; got dtype <U1"),
-        (lambda: scaled_dot_product_attention(np.ones((2, 4)), np.ones((3, 4)), np.ones((3, 4)), is_causal=1), r"is_causal must be True or False; got 1"),
-        (lambda: memory_efficient_attention(np.ones((2, 4)), np.ones((3, 4)), np.ones((3, 4)), is_causal="yes"), r"is_causal must be True or False; got 'yes'"),
+        (
+            lambda: scaled_dot_product_attention(np.ones((2, 4)), np.ones((3, 4)), np.ones((3, 4)), is_causal=1),
+            r"is_causal must be True or False; got 1",
+        ),
+        (
+            lambda: memory_efficient_attention(np.ones((2, 4)), np.ones((3, 4)), np.ones((3, 4)), is_causal="yes"),
+            r"is_causal must be True or False; got 'yes'",
+        ),
     ],
 )
 def test_mask_errors(call, message):

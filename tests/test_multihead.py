@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 
-from selfattention.testing import assert_parity, randomise_parameters
 from selfattention import (
     causal_mask,
     merge_heads,
@@ -16,6 +15,7 @@ from selfattention import (
     multihead_attention,
     split_heads,
 )
+from selfattention.testing import assert_parity, randomise_parameters
 
 TORCH_DTYPES = {np.float64: torch.float64, np.float32: torch.float32}
 
@@ -53,7 +53,9 @@ def test_unbatched_input_and_boolean_masks(H):
     x = torch.randn(T, D, dtype=torch.float64)
     blocked = torch.from_numpy(~np.tril(np.ones((T, T), dtype=bool)))  # nn.MultiheadAttention: True = blocked
     expected_y, expected_w = module(x, x, x, attn_mask=blocked, average_attn_weights=False)
-    y, weights = multihead_attention(x.numpy(), **mha_weights(module), num_heads=H, mask=~blocked.numpy())  # ours: True = attend
+    y, weights = multihead_attention(
+        x.numpy(), **mha_weights(module), num_heads=H, mask=~blocked.numpy()
+    )  # ours: True = attend
     assert_parity(y, expected_y, np.float64)
     assert_parity(weights, expected_w, np.float64)
 
@@ -68,7 +70,11 @@ def test_cross_attention_with_t_not_equal_s(H, same_key_and_value):
     value = key if same_key_and_value else torch.randn(B, S, D, dtype=torch.float64)
     expected_y, expected_w = module(x, key, value, average_attn_weights=False)
     y, weights = multihead_attention(
-        x.numpy(), **mha_weights(module), num_heads=H, key=key.numpy(), value=None if same_key_and_value else value.numpy()
+        x.numpy(),
+        **mha_weights(module),
+        num_heads=H,
+        key=key.numpy(),
+        value=None if same_key_and_value else value.numpy(),
     )
     assert y.shape == (B, T, D) and weights.shape == (B, H, T, S)
     assert_parity(y, expected_y, np.float64)
@@ -144,8 +150,12 @@ def test_parameter_count_matches_the_module(D, bias):
 
 def test_multiply_adds_formula_and_head_independence():
     cost = mha_multiply_adds(T=100, d_model=64, num_heads=4)
-    assert cost == {"projections": 4 * 100 * 64 * 64, "scores": 100 * 100 * 64, "weighted_values": 100 * 100 * 64,
-                    "total": 4 * 100 * 64 * 64 + 2 * 100 * 100 * 64}
+    assert cost == {
+        "projections": 4 * 100 * 64 * 64,
+        "scores": 100 * 100 * 64,
+        "weighted_values": 100 * 100 * 64,
+        "total": 4 * 100 * 64 * 64 + 2 * 100 * 100 * 64,
+    }
     assert all(mha_multiply_adds(100, 64, H) == cost for H in (1, 2, 8, 16))
     cross = mha_multiply_adds(T=10, d_model=8, num_heads=2, S=30)
     assert cross["projections"] == 10 * 64 + 2 * 30 * 64 + 10 * 64 and cross["scores"] == 10 * 30 * 8
@@ -166,15 +176,27 @@ def test_multiply_adds_count_the_matmuls_of_the_implementation():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        (dict(num_heads=5), r"the model width D=16 is not divisible by num_heads=5; each head needs D // num_heads columns \(try num_heads in \[1, 2, 4, 8, 16\]\)"),
+        (
+            dict(num_heads=5),
+            r"the model width D=16 is not divisible by num_heads=5; each head needs D // num_heads columns \(try num_heads in \[1, 2, 4, 8, 16\]\)",
+        ),
         (dict(num_heads=0), r"num_heads must be a positive integer; got 0"),
         (dict(num_heads=2.0), r"num_heads must be a positive integer; got 2.0 of type float"),
-        (dict(num_heads=2, b_qkv=np.zeros(16)), r"b_qkv must have shape \(3\*D,\) = \(48,\) for x with D=16; got \(16,\)"),
+        (
+            dict(num_heads=2, b_qkv=np.zeros(16)),
+            r"b_qkv must have shape \(3\*D,\) = \(48,\) for x with D=16; got \(16,\)",
+        ),
         (dict(num_heads=2, b_out=np.zeros(48)), r"b_out must have shape \(D,\) = \(16,\) for x with D=16; got \(48,\)"),
         (dict(num_heads=2, value=np.zeros((3, 16))), r"value was given without key; pass key"),
         (dict(num_heads=2, key=np.zeros((3, 8))), r"key has 8 features but x has 16; they must match"),
-        (dict(num_heads=2, key=np.zeros((3, 16)), value=np.zeros((4, 16))), r"key has 3 tokens but value has 4; they must match"),
-        (dict(num_heads=2, mask=np.ones((4, 4), dtype=bool)), r"mask of shape \(4, 4\) does not broadcast to the scores' shape \(\.\.\., T, S\) = \(2, 2, 5, 5\)"),
+        (
+            dict(num_heads=2, key=np.zeros((3, 16)), value=np.zeros((4, 16))),
+            r"key has 3 tokens but value has 4; they must match",
+        ),
+        (
+            dict(num_heads=2, mask=np.ones((4, 4), dtype=bool)),
+            r"mask of shape \(4, 4\) does not broadcast to the scores' shape \(\.\.\., T, S\) = \(2, 2, 5, 5\)",
+        ),
     ],
 )
 def test_multihead_attention_errors(kwargs, message):
@@ -183,7 +205,9 @@ def test_multihead_attention_errors(kwargs, message):
 
 
 def test_multihead_attention_weight_shape_errors():
-    with pytest.raises(ValueError, match=r"w_qkv must have shape \(D, 3\*D\) for x with D=16 = \(16, 48\); got \(16, 16\)"):
+    with pytest.raises(
+        ValueError, match=r"w_qkv must have shape \(D, 3\*D\) for x with D=16 = \(16, 48\); got \(16, 16\)"
+    ):
         multihead_attention(np.ones((5, 16)), np.ones((16, 16)), np.ones((16, 16)), num_heads=2)
     with pytest.raises(ValueError, match=r"w_out must have shape \(D, D\) for x with D=16 = \(16, 16\); got \(16, 8\)"):
         multihead_attention(np.ones((5, 16)), np.ones((16, 48)), np.ones((16, 8)), num_heads=2)
@@ -194,14 +218,20 @@ def test_multihead_attention_weight_shape_errors():
     [
         (lambda: split_heads(np.ones((5, 12)), 5), r"the model width D=12 is not divisible by num_heads=5"),
         (lambda: split_heads(np.ones(12), 3), r"x must have at least 2 axes \(\.\.\., T, D\); got shape \(12,\)"),
-        (lambda: merge_heads(np.ones((5, 12))), r"x must have at least 3 axes \(\.\.\., H, T, Dh\); got shape \(5, 12\)"),
+        (
+            lambda: merge_heads(np.ones((5, 12))),
+            r"x must have at least 3 axes \(\.\.\., H, T, Dh\); got shape \(5, 12\)",
+        ),
         (lambda: mha_parameter_count(0), r"d_model must be a positive integer; got 0"),
         (lambda: mha_parameter_count(8, bias="yes"), r"bias must be True or False; got 'yes'"),
         (lambda: mha_multiply_adds(10, 12, 5), r"the model width D=12 is not divisible by num_heads=5"),
         (lambda: mha_multiply_adds(10, 12, 3, S=0), r"S must be a positive integer; got 0"),
         (lambda: mha_weights(torch.nn.Linear(3, 3)), r"expected a torch.nn.MultiheadAttention; got Linear"),
         (lambda: mha_weights(torch.nn.MultiheadAttention(8, 2, kdim=4)), r"kdim=4 and vdim=8 must equal embed_dim=8"),
-        (lambda: mha_weights(torch.nn.MultiheadAttention(8, 2, add_bias_kv=True)), r"add_bias_kv=True and add_zero_attn=True are not supported"),
+        (
+            lambda: mha_weights(torch.nn.MultiheadAttention(8, 2, add_bias_kv=True)),
+            r"add_bias_kv=True and add_zero_attn=True are not supported",
+        ),
     ],
 )
 def test_other_errors(call, message):

@@ -55,7 +55,9 @@ def test_best_time_and_peak_bytes():
 
 def test_assert_parity_reports_the_largest_difference():
     testing.assert_parity(np.ones(3), np.ones(3) + 1e-13, np.float64)
-    with pytest.raises(AssertionError, match=r"result: the largest difference is 0.5 at index \(1, 0\) \(got 1.5, expected 1;"):
+    with pytest.raises(
+        AssertionError, match=r"result: the largest difference is 0.5 at index \(1, 0\) \(got 1.5, expected 1;"
+    ):
         testing.assert_parity(np.array([[1.0], [1.5]]), np.ones((2, 1)))
     with pytest.raises(AssertionError, match=r"weights: shape \(2,\) differs from the expected \(3,\)"):
         testing.assert_parity(np.ones(2), np.ones(3), what="weights")

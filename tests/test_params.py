@@ -12,7 +12,7 @@ import torch.nn.functional as F
 import selfattention as sa
 from selfattention import AttentionParams, EncoderParams, FeedForwardParams, LayerNormParams, Linear
 from selfattention.interop.layout import linear_from_torch
-from selfattention.testing import assert_parity, randomise_parameters, to_torch
+from selfattention.testing import assert_parity, randomise_parameters
 
 
 def _gqa_params(rng, D=16, H=4, Hkv=2, Dh=4, bias=True):
@@ -41,7 +41,11 @@ def test_grouped_query_attention_matches_torch_enable_gqa(H, Hkv, causal):
     y, weights = sa.multihead_attention(x, params, num_heads=H, is_causal=causal)
     assert weights.shape == (2, H, 5, 5)
     q, k, v = (torch.from_numpy(a) for a in sa.project_qkv(x, params))
-    q, k, v = q.view(2, 5, H, 4).transpose(1, 2), k.view(2, 5, Hkv, 4).transpose(1, 2), v.view(2, 5, Hkv, 4).transpose(1, 2)
+    q, k, v = (
+        q.view(2, 5, H, 4).transpose(1, 2),
+        k.view(2, 5, Hkv, 4).transpose(1, 2),
+        v.view(2, 5, Hkv, 4).transpose(1, 2),
+    )
     out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=True)  # (B, H, T, Dh)
     expected = out.transpose(1, 2).reshape(2, 5, H * 4).numpy() @ params.out.weight + params.out.bias
     assert_parity(y, expected, np.float64)
@@ -64,7 +68,12 @@ def test_the_steps_compose_to_multihead_attention(rng):
 
 def test_fused_and_container_forms_agree_and_round_trip(rng):
     D = 8
-    w_qkv, w_out, b_qkv, b_out = rng.normal(size=(D, 3 * D)), rng.normal(size=(D, D)), rng.normal(size=3 * D), rng.normal(size=D)
+    w_qkv, w_out, b_qkv, b_out = (
+        rng.normal(size=(D, 3 * D)),
+        rng.normal(size=(D, D)),
+        rng.normal(size=3 * D),
+        rng.normal(size=D),
+    )
     params = AttentionParams.from_fused(w_qkv, w_out, b_qkv, b_out)
     np.testing.assert_array_equal(params.w_qkv, w_qkv)
     np.testing.assert_array_equal(params.b_qkv, b_qkv)
@@ -74,13 +83,15 @@ def test_fused_and_container_forms_agree_and_round_trip(rng):
     for kwargs in ({}, {"key": key}, {"mask": sa.causal_mask(5)}):
         fused = sa.multihead_attention(x, w_qkv, w_out, 2, b_qkv=b_qkv, b_out=b_out, **kwargs)
         contained = sa.multihead_attention(x, params, num_heads=2, **kwargs)
-        for a, b in zip(fused, contained):
+        for a, b in zip(fused, contained, strict=True):
             np.testing.assert_array_equal(a, b)
     assert AttentionParams.from_fused(w_qkv, w_out).b_qkv is None
 
 
 def test_named_arrays_walk_every_weight_and_containers_are_frozen(rng):
-    layer = randomise_parameters(torch.nn.TransformerEncoderLayer(8, 2, 12, dropout=0.0, batch_first=True).double(), seed=0)
+    layer = randomise_parameters(
+        torch.nn.TransformerEncoderLayer(8, 2, 12, dropout=0.0, batch_first=True).double(), seed=0
+    )
     params = EncoderParams.from_torch(layer)
     names = [name for name, _ in params.named_arrays()]
     assert names[:2] == ["attention.q.weight", "attention.q.bias"] and names[-1] == "norm2.bias"
@@ -121,11 +132,13 @@ def test_interop_copies_and_transposes_in_one_place():
 
 def test_state_dict_readers_match_the_module_readers():
     torch.manual_seed(0)
-    encoder = torch.nn.TransformerEncoder(torch.nn.TransformerEncoderLayer(8, 2, 12, batch_first=True), 2, enable_nested_tensor=False)
+    encoder = torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(8, 2, 12, batch_first=True), 2, enable_nested_tensor=False
+    )
     state = sa.numpy_state_dict(randomise_parameters(encoder, seed=3))
     from_state = sa.encoder_from_state_dict(state, prefix="layers.1.")
     from_module = EncoderParams.from_torch(encoder.layers[1])
-    for (name, a), (other, b) in zip(from_state.named_arrays(), from_module.named_arrays()):
+    for (name, a), (other, b) in zip(from_state.named_arrays(), from_module.named_arrays(), strict=True):
         assert name == other
         np.testing.assert_array_equal(a, b)
     attention = sa.attention_from_state_dict(state, prefix="layers.0.self_attn.")
@@ -136,34 +149,79 @@ def test_state_dict_readers_match_the_module_readers():
     ("call", "message"),
     [
         (lambda: Linear(np.ones(3)), r"weight must be a 2-D \(d_in, d_out\) matrix; got shape \(3,\)"),
-        (lambda: Linear(np.ones((2, 3)), np.ones(2)), r"bias must have shape \(d_out,\) = \(3,\) for weight \(2, 3\); got \(2,\)"),
-        (lambda: Linear(np.ones((2, 3)))(np.ones((4, 3))), r"x must have 2 features in its last axis for this layer; got shape \(4, 3\)"),
+        (
+            lambda: Linear(np.ones((2, 3)), np.ones(2)),
+            r"bias must have shape \(d_out,\) = \(3,\) for weight \(2, 3\); got \(2,\)",
+        ),
+        (
+            lambda: Linear(np.ones((2, 3)))(np.ones((4, 3))),
+            r"x must have 2 features in its last axis for this layer; got shape \(4, 3\)",
+        ),
         (lambda: LayerNormParams(np.ones((2, 2))), r"weight must be a vector of shape \(D,\); got shape \(2, 2\)"),
         (lambda: FeedForwardParams(Linear(np.ones((4, 6))), np.ones((6, 4))), r"down must be a Linear; got ndarray"),
-        (lambda: AttentionParams(Linear(np.ones((8, 8))), Linear(np.ones((8, 3))), Linear(np.ones((8, 3))), Linear(np.ones((8, 8)))),
-         r"q has 8 outputs and k has 3; q's must be a whole multiple of k's"),
-        (lambda: AttentionParams(Linear(np.ones((8, 8))), Linear(np.ones((8, 4))), Linear(np.ones((6, 4))), Linear(np.ones((8, 8)))),
-         r"k and v must read the same input width; got 8 and 6"),
-        (lambda: AttentionParams(Linear(np.ones((8, 8))), Linear(np.ones((8, 4))), Linear(np.ones((8, 4))), Linear(np.ones((4, 8)))),
-         r"out must take the H\*Dv = 8 features of the merged heads \(v gives 4 for 2 query head\(s\) per key/value head\); got 4"),
-        (lambda: _gqa_params(np.random.default_rng(0), H=4, Hkv=2).head_counts(1),
-         r"num_heads=1 must be a multiple of 2, the query heads per key/value head \(q has 16 outputs, k has 8\)"),
-        (lambda: _gqa_params(np.random.default_rng(0), H=4, Hkv=2).head_counts(3), r"the model width D=16 is not divisible by num_heads=3"),
-        (lambda: AttentionParams.from_fused(np.ones(3), np.ones((3, 3))), r"w_qkv must be a 2-D \(D, 3\*D\) matrix; got shape \(3,\)"),
-        (lambda: sa.multihead_attention(np.ones((2, 16)), _gqa_params(np.random.default_rng(0)), np.ones((16, 16)), 4),
-         r"with an AttentionParams, pass the head count by keyword and no other weights"),
-        (lambda: sa.multihead_attention(np.ones((2, 16)), _gqa_params(np.random.default_rng(0))), r"num_heads is missing"),
-        (lambda: sa.multihead_attention(np.ones((2, 8)), _gqa_params(np.random.default_rng(0)), num_heads=4),
-         r"x has width D=8 but the parameters are for D=16"),
+        (
+            lambda: AttentionParams(
+                Linear(np.ones((8, 8))), Linear(np.ones((8, 3))), Linear(np.ones((8, 3))), Linear(np.ones((8, 8)))
+            ),
+            r"q has 8 outputs and k has 3; q's must be a whole multiple of k's",
+        ),
+        (
+            lambda: AttentionParams(
+                Linear(np.ones((8, 8))), Linear(np.ones((8, 4))), Linear(np.ones((6, 4))), Linear(np.ones((8, 8)))
+            ),
+            r"k and v must read the same input width; got 8 and 6",
+        ),
+        (
+            lambda: AttentionParams(
+                Linear(np.ones((8, 8))), Linear(np.ones((8, 4))), Linear(np.ones((8, 4))), Linear(np.ones((4, 8)))
+            ),
+            r"out must take the H\*Dv = 8 features of the merged heads \(v gives 4 for 2 query head\(s\) per key/value head\); got 4",
+        ),
+        (
+            lambda: _gqa_params(np.random.default_rng(0), H=4, Hkv=2).head_counts(1),
+            r"num_heads=1 must be a multiple of 2, the query heads per key/value head \(q has 16 outputs, k has 8\)",
+        ),
+        (
+            lambda: _gqa_params(np.random.default_rng(0), H=4, Hkv=2).head_counts(3),
+            r"the model width D=16 is not divisible by num_heads=3",
+        ),
+        (
+            lambda: AttentionParams.from_fused(np.ones(3), np.ones((3, 3))),
+            r"w_qkv must be a 2-D \(D, 3\*D\) matrix; got shape \(3,\)",
+        ),
+        (
+            lambda: sa.multihead_attention(
+                np.ones((2, 16)), _gqa_params(np.random.default_rng(0)), np.ones((16, 16)), 4
+            ),
+            r"with an AttentionParams, pass the head count by keyword and no other weights",
+        ),
+        (
+            lambda: sa.multihead_attention(np.ones((2, 16)), _gqa_params(np.random.default_rng(0))),
+            r"num_heads is missing",
+        ),
+        (
+            lambda: sa.multihead_attention(np.ones((2, 8)), _gqa_params(np.random.default_rng(0)), num_heads=4),
+            r"x has width D=8 but the parameters are for D=16",
+        ),
         (lambda: sa.multihead_attention(np.ones((2, 16)), np.ones((16, 48))), r"w_out is missing"),
         (lambda: sa.project_qkv(np.ones((2, 16)), {"q": 1}), r"params must be an AttentionParams; got dict"),
-        (lambda: sa.repeat_kv_heads(np.ones((2, 3)), 2), r"x must have at least 3 axes \(\.\.\., Hkv, S, Dh\); got shape \(2, 3\)"),
+        (
+            lambda: sa.repeat_kv_heads(np.ones((2, 3)), 2),
+            r"x must have at least 3 axes \(\.\.\., Hkv, S, Dh\); got shape \(2, 3\)",
+        ),
         (lambda: sa.repeat_kv_heads(np.ones((2, 3, 4)), 0), r"repeats must be a positive integer; got 0"),
         (lambda: EncoderParams(1, 2, 3, 4), r"attention must be a AttentionParams; got int"),
         (lambda: sa.feed_forward(np.ones(4), "weights"), r"params must be a FeedForwardParams; got str"),
-        (lambda: sa.feed_forward(np.ones(4), FeedForwardParams(Linear(np.ones((4, 6))), Linear(np.ones((6, 4)))), "swish"),
-         r"activation must be one of \['gelu', 'relu'\]; got 'swish'"),
-        (lambda: sa.encoder_from_state_dict({"linear1.weight": np.ones((2, 2))}), r"state is missing \['linear2.weight', 'norm1.weight', 'norm2.weight'\]"),
+        (
+            lambda: sa.feed_forward(
+                np.ones(4), FeedForwardParams(Linear(np.ones((4, 6))), Linear(np.ones((6, 4)))), "swish"
+            ),
+            r"activation must be one of \['gelu', 'relu'\]; got 'swish'",
+        ),
+        (
+            lambda: sa.encoder_from_state_dict({"linear1.weight": np.ones((2, 2))}),
+            r"state is missing \['linear2.weight', 'norm1.weight', 'norm2.weight'\]",
+        ),
         (lambda: sa.attention_params(torch.nn.Linear(2, 2)), r"expected a torch.nn.MultiheadAttention; got Linear"),
     ],
 )

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from selfattention.testing import assert_parity
 from selfattention import causal_mask, softmax
+from selfattention.testing import assert_parity
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -30,7 +30,9 @@ SITE = ROOT / "_build" / "html"
 SCREENSHOTS = ROOT / "_build" / "screenshots"
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
-INSTALL_HINT = "install Debian's browser with: apt-get install chromium chromium-driver (bash .ci/install-browser does it)"
+INSTALL_HINT = (
+    "install Debian's browser with: apt-get install chromium chromium-driver (bash .ci/install-browser does it)"
+)
 
 
 def _toc_pages() -> list[str]:
@@ -72,8 +74,17 @@ def browser():
     profile = tempfile.mkdtemp(prefix="chromium-profile-")
     options = Options()
     options.binary_location = CHROMIUM
-    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage", f"--user-data-dir={profile}"):
+    for flag in (
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--disable-dev-shm-usage",
+        f"--user-data-dir={profile}",
+    ):
         options.add_argument(flag)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
@@ -122,7 +133,9 @@ def test_page_loads_cleanly_and_offline(browser, site_url, page):
     for image in images:
         assert image["loaded"], f"{page}: image did not load: {image['src']}"
         alt = image["alt"].strip()
-        assert alt and not re.search(r"\.(png|svg|jpe?g)$", alt), f"{page}: image without real alt text: {image['src']} (alt={alt!r})"
+        assert alt and not re.search(r"\.(png|svg|jpe?g)$", alt), (
+            f"{page}: image without real alt text: {image['src']} (alt={alt!r})"
+        )
 
     if (SITE / f"{page}.html").read_text(encoding="utf-8").count('class="math') > 0:
         typeset = browser.execute_script("return document.querySelectorAll('mjx-container').length;")
@@ -130,7 +143,9 @@ def test_page_loads_cleanly_and_offline(browser, site_url, page):
             "return Array.from(document.querySelectorAll('.math')).filter(e => !e.querySelector('mjx-container')).length;"
         )
         assert typeset > 0 and untypeset == 0, f"{page}: {untypeset} math elements were not typeset by MathJax"
-        assert "$$" not in browser.execute_script("return document.querySelector('main').innerText;"), f"{page}: raw $$ math"
+        assert "$$" not in browser.execute_script("return document.querySelector('main').innerText;"), (
+            f"{page}: raw $$ math"
+        )
 
     foreign = [u for u in _requested_urls(browser) if not u.startswith((site_url, "data:", "blob:", "about:"))]
     assert foreign == [], f"{page}: requests outside 127.0.0.1: {foreign}"
@@ -148,15 +163,19 @@ def test_search_finds_softmax_in_the_chapters(browser, site_url):
     _open(browser, f"{site_url}/search.html?q=softmax")
     # Sphinx adds results one at a time; wait for its closing summary before reading them.
     WebDriverWait(browser, 60).until(
-        lambda d: "Search finished" in d.find_element(By.ID, "search-results").text
-        or "did not match" in d.find_element(By.ID, "search-results").text
+        lambda d: (
+            "Search finished" in d.find_element(By.ID, "search-results").text
+            or "did not match" in d.find_element(By.ID, "search-results").text
+        )
     )
     links = browser.execute_script(
         "return Array.from(document.querySelectorAll('#search-results li a')).map(a => a.getAttribute('href'));"
     )
     found = {re.sub(r"\.html.*$", "", link) for link in links}
     chapters_with_softmax = {
-        page for page in PAGES if page.startswith("chapters/") and "softmax" in (SITE / f"{page}.html").read_text().lower()
+        page
+        for page in PAGES
+        if page.startswith("chapters/") and "softmax" in (SITE / f"{page}.html").read_text().lower()
     }
     assert len(chapters_with_softmax) >= 2
     assert chapters_with_softmax <= found, f"search for softmax missed {sorted(chapters_with_softmax - found)}"

@@ -38,9 +38,7 @@ def as_float_array(x: Any, name: str) -> np.ndarray:
 def check_min_ndim(arr: np.ndarray, name: str, min_ndim: int, layout: str) -> None:
     """Raise if ``arr`` has fewer than ``min_ndim`` axes; ``layout`` describes them."""
     if arr.ndim < min_ndim:
-        raise ValueError(
-            f"{name} must have at least {min_ndim} axes {layout}; got shape {arr.shape}"
-        )
+        raise ValueError(f"{name} must have at least {min_ndim} axes {layout}; got shape {arr.shape}")
 
 
 def check_matrix_shape(arr: np.ndarray, name: str, expected: tuple[int, int], meaning: str) -> None:
@@ -55,8 +53,7 @@ def check_no_nan_or_posinf(arr: np.ndarray, name: str) -> None:
         raise ValueError(f"{name} must not contain NaN; found {int(np.isnan(arr).sum())} NaN value(s)")
     if np.isposinf(arr).any():
         raise ValueError(
-            f"{name} must be finite or -inf (for blocked entries); found "
-            f"{int(np.isposinf(arr).sum())} +inf value(s)"
+            f"{name} must be finite or -inf (for blocked entries); found {int(np.isposinf(arr).sum())} +inf value(s)"
         )
 
 
@@ -111,8 +108,7 @@ def check_divisible(value: int, divisor: int, value_name: str, divisor_name: str
     if value % divisor:
         options = [d for d in range(1, min(value, 16) + 1) if value % d == 0]
         raise ValueError(
-            f"{value_name}={value} is not divisible by {divisor_name}={divisor}; "
-            f"try {divisor_name} in {options}"
+            f"{value_name}={value} is not divisible by {divisor_name}={divisor}; try {divisor_name} in {options}"
         )
     return value // divisor
 
@@ -134,12 +130,15 @@ def check_finite(arr: np.ndarray, name: str, purpose: str = "") -> None:
     """Raise if ``arr`` holds NaN or an infinity; ``purpose`` ends the first clause ("to plot")."""
     bad = int(np.size(arr) - np.isfinite(arr).sum())
     if bad:
-        raise ValueError(f"{name} must be finite{' ' + purpose if purpose else ''}; found {bad} NaN or infinite value(s)")
+        raise ValueError(
+            f"{name} must be finite{' ' + purpose if purpose else ''}; found {bad} NaN or infinite value(s)"
+        )
 
 
 def check_image_size(height: int, width: int, patch_size: int) -> None:
     """Raise unless ``patch_size`` divides both sides of a ``height x width`` image."""
     if height % patch_size or width % patch_size:
+
         def fit(side: int) -> int:
             return max(side - side % patch_size, patch_size)
 

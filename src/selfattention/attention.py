@@ -8,7 +8,6 @@ batch axes.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -116,8 +115,7 @@ def _validate_attention_args(
         )
     if k.shape[-2] != v.shape[-2]:
         raise ValueError(
-            f"k has {k.shape[-2]} tokens but v has {v.shape[-2]}; every key needs "
-            f"one value (k {k.shape}, v {v.shape})"
+            f"k has {k.shape[-2]} tokens but v has {v.shape[-2]}; every key needs one value (k {k.shape}, v {v.shape})"
         )
     T, S, Dk = q.shape[-2], k.shape[-2], q.shape[-1]
     if 0 in (T, S, Dk):

@@ -170,8 +170,12 @@ class EncoderParams(_Container):
     norm2: LayerNormParams
 
     def __post_init__(self) -> None:
-        for name, kind in (("attention", AttentionParams), ("feed_forward", FeedForwardParams),
-                           ("norm1", LayerNormParams), ("norm2", LayerNormParams)):
+        for name, kind in (
+            ("attention", AttentionParams),
+            ("feed_forward", FeedForwardParams),
+            ("norm1", LayerNormParams),
+            ("norm2", LayerNormParams),
+        ):
             self._require(name, kind)
         D = self.attention.d_model
         widths = {
@@ -182,7 +186,9 @@ class EncoderParams(_Container):
         }
         for name, width in widths.items():
             if width != D:
-                raise ValueError(f"every part must have the model width D={D} of the attention's input; {name} has {width}")
+                raise ValueError(
+                    f"every part must have the model width D={D} of the attention's input; {name} has {width}"
+                )
 
     @property
     def d_model(self) -> int:
@@ -197,9 +203,18 @@ class EncoderParams(_Container):
     @classmethod
     def from_arrays(
         cls,
-        w_qkv: ArrayLike, b_qkv: ArrayLike | None, w_out: ArrayLike, b_out: ArrayLike | None,
-        w_ff1: ArrayLike, b_ff1: ArrayLike | None, w_ff2: ArrayLike, b_ff2: ArrayLike | None,
-        norm1_weight: ArrayLike, norm1_bias: ArrayLike | None, norm2_weight: ArrayLike, norm2_bias: ArrayLike | None,
+        w_qkv: ArrayLike,
+        b_qkv: ArrayLike | None,
+        w_out: ArrayLike,
+        b_out: ArrayLike | None,
+        w_ff1: ArrayLike,
+        b_ff1: ArrayLike | None,
+        w_ff2: ArrayLike,
+        b_ff2: ArrayLike | None,
+        norm1_weight: ArrayLike,
+        norm1_bias: ArrayLike | None,
+        norm2_weight: ArrayLike,
+        norm2_bias: ArrayLike | None,
     ) -> EncoderParams:
         """Build from the twelve flat arrays of the fused layout (any bias may be None)."""
 
@@ -235,10 +250,18 @@ class EncoderParams(_Container):
 
 # The flat names of the fused layout, read through to the parts (chapter 5 uses them).
 _FLAT_NAMES = {
-    "w_qkv": "attention.w_qkv", "b_qkv": "attention.b_qkv", "w_out": "attention.out.weight", "b_out": "attention.out.bias",
-    "w_ff1": "feed_forward.up.weight", "b_ff1": "feed_forward.up.bias",
-    "w_ff2": "feed_forward.down.weight", "b_ff2": "feed_forward.down.bias",
-    "norm1_weight": "norm1.weight", "norm1_bias": "norm1.bias", "norm2_weight": "norm2.weight", "norm2_bias": "norm2.bias",
+    "w_qkv": "attention.w_qkv",
+    "b_qkv": "attention.b_qkv",
+    "w_out": "attention.out.weight",
+    "b_out": "attention.out.bias",
+    "w_ff1": "feed_forward.up.weight",
+    "b_ff1": "feed_forward.up.bias",
+    "w_ff2": "feed_forward.down.weight",
+    "b_ff2": "feed_forward.down.bias",
+    "norm1_weight": "norm1.weight",
+    "norm1_bias": "norm1.bias",
+    "norm2_weight": "norm2.weight",
+    "norm2_bias": "norm2.bias",
 }
 for _name, _path in _FLAT_NAMES.items():
     setattr(EncoderParams, _name, property(attrgetter(_path), doc=f"``{_path}``"))

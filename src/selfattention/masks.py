@@ -140,7 +140,9 @@ def padding_mask(lengths: ArrayLike, S: int | None = None, dtype: DTypeLike = bo
     except (TypeError, ValueError) as exc:
         raise ValueError(f"lengths must be a 1-D array of integers; could not convert it: {exc}") from None
     if lengths.ndim != 1 or lengths.size == 0 or not np.issubdtype(lengths.dtype, np.integer):
-        raise ValueError(f"lengths must be a non-empty 1-D array of integers; got shape {lengths.shape}, dtype {lengths.dtype}")
+        raise ValueError(
+            f"lengths must be a non-empty 1-D array of integers; got shape {lengths.shape}, dtype {lengths.dtype}"
+        )
     S = int(lengths.max()) if S is None else check_positive_int(S, "S")
     if lengths.min() < 1 or lengths.max() > S:
         raise ValueError(f"every length must lie between 1 and S={S}; got lengths {lengths.tolist()}")
@@ -219,8 +221,7 @@ def check_mask(mask: Any, scores_shape: tuple[int, ...]) -> np.ndarray | None:
         fits = False
     if not fits:
         raise ValueError(
-            f"mask of shape {mask.shape} does not broadcast to the scores' shape "
-            f"(..., T, S) = {scores_shape}"
+            f"mask of shape {mask.shape} does not broadcast to the scores' shape (..., T, S) = {scores_shape}"
         )
     if mask.dtype != np.bool_:
         check_no_nan_or_posinf(mask, "mask")

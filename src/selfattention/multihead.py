@@ -222,7 +222,9 @@ def multihead_attention(
             raise ValueError(f"x has width D={x.shape[-1]} but the parameters are for D={params.d_model}")
     else:
         if w_out is None:
-            raise ValueError("w_out is missing: pass multihead_attention(x, w_qkv, w_out, num_heads) or (x, params, num_heads=H)")
+            raise ValueError(
+                "w_out is missing: pass multihead_attention(x, w_qkv, w_out, num_heads) or (x, params, num_heads=H)"
+            )
         params = AttentionParams.from_fused(w_qkv, w_out, b_qkv, b_out, d_model=x.shape[-1])
     if num_heads is None:
         raise ValueError("num_heads is missing: pass the number of query heads, e.g. num_heads=4")

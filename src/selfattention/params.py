@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import as_float_array, check_head_split, check_matrix_shape, check_positive_int
+from ._validation import as_float_array, check_head_split, check_matrix_shape
 
 __all__ = ["Linear", "LayerNormParams", "AttentionParams", "FeedForwardParams", "project_qkv"]
 
@@ -87,7 +87,9 @@ class Linear(_Container):
         if self.bias is not None:
             bias = as_float_array(self.bias, "bias")
             if bias.shape != (weight.shape[1],):
-                raise ValueError(f"bias must have shape (d_out,) = ({weight.shape[1]},) for weight {weight.shape}; got {bias.shape}")
+                raise ValueError(
+                    f"bias must have shape (d_out,) = ({weight.shape[1]},) for weight {weight.shape}; got {bias.shape}"
+                )
             _set(self, "bias", bias)
 
     @property
@@ -104,7 +106,9 @@ class Linear(_Container):
         """Apply the map to the last axis of ``x``: (..., d_in) -> (..., d_out)."""
         x = as_float_array(x, name)
         if x.ndim == 0 or x.shape[-1] != self.d_in:
-            raise ValueError(f"{name} must have {self.d_in} features in its last axis for this layer; got shape {x.shape}")
+            raise ValueError(
+                f"{name} must have {self.d_in} features in its last axis for this layer; got shape {x.shape}"
+            )
         y = x @ self.weight
         return y if self.bias is None else y + self.bias
 
@@ -165,8 +169,8 @@ class FeedForwardParams(_Container):
         self._require("down", Linear)
         if self.down.d_in != self.up.d_out or self.down.d_out != self.up.d_in:
             raise ValueError(
-                f"up maps {self.up.d_in} -> {self.up.d_out} features, so down must map {self.up.d_out} -> {self.up.d_in}; "
-                f"got {self.down.d_in} -> {self.down.d_out}"
+                f"up maps {self.up.d_in} -> {self.up.d_out} features, so down must map "
+                f"{self.up.d_out} -> {self.up.d_in}; got {self.down.d_in} -> {self.down.d_out}"
             )
 
     @property
@@ -338,7 +342,11 @@ def project_qkv(
     key: ArrayLike | None = None,
     value: ArrayLike | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    r"""The input projections of attention: :math:`Q = X W_q + b_q`, :math:`K = X_k W_k + b_k`, :math:`V = X_v W_v + b_v`.
+    r"""The input projections of attention: queries, keys and values from their inputs.
+
+    .. math::
+
+        Q = X W_q + b_q, \qquad K = X_k W_k + b_k, \qquad V = X_v W_v + b_v
 
     The first step of :func:`selfattention.multihead_attention`; the heads are
     split afterwards (:func:`selfattention.split_heads`).

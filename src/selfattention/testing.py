@@ -88,8 +88,15 @@ def _as_numpy(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-def assert_parity(actual: Any, expected: Any, dtype: Any = None, *, rtol: float | None = None,
-                  atol: float | None = None, what: str = "result") -> None:
+def assert_parity(
+    actual: Any,
+    expected: Any,
+    dtype: Any = None,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+    what: str = "result",
+) -> None:
     """Assert that ``actual`` matches ``expected`` (arrays or tensors) within the tolerance for ``dtype``.
 
     On failure the message names the largest absolute difference, where it is,

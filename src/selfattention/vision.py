@@ -93,8 +93,10 @@ class PatchAttentionParams(_Container):
         self._require("patch", Linear)
         self._require("attention", AttentionParams)
         if self.attention.d_model != self.patch.d_out:
-            raise ValueError(f"the attention must read the E={self.patch.d_out} features of the patch embedding; "
-                             f"it reads {self.attention.d_model}")
+            raise ValueError(
+                f"the attention must read the E={self.patch.d_out} features of the patch embedding; "
+                f"it reads {self.attention.d_model}"
+            )
 
 
 @dataclass(frozen=True)
@@ -118,8 +120,10 @@ class ConvAttentionParams(_Container):
             self._require(name, Linear)
         C = self.v.d_in
         if self.q.d_in != C or self.k.d_in != C or self.v.d_out != C or self.q.d_out != self.k.d_out:
-            raise ValueError(f"q and k must map C -> C//8 and v C -> C; got q {self.q.weight.shape}, "
-                             f"k {self.k.weight.shape}, v {self.v.weight.shape}")
+            raise ValueError(
+                f"q and k must map C -> C//8 and v C -> C; got q {self.q.weight.shape}, "
+                f"k {self.k.weight.shape}, v {self.v.weight.shape}"
+            )
         gamma = as_float_array(self.gamma, "gamma")
         if gamma.shape != (1,):
             raise ValueError(f"gamma must have shape (1,); got {gamma.shape}")

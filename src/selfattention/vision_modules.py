@@ -9,7 +9,6 @@ selfattention`` loads it only when one of these classes is first used.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 import torch.nn as nn
 
@@ -158,7 +157,9 @@ class T2TAttention(nn.Module):
     :func:`selfattention.t2t_attention_forward`.
     """
 
-    def __init__(self, dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False, qk_scale: float | None = None) -> None:
+    def __init__(
+        self, dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False, qk_scale: float | None = None
+    ) -> None:
         super().__init__()
         self.dim = check_positive_int(dim, "dim")
         self.chan = check_positive_int(chan, "chan")

@@ -18,13 +18,7 @@ Taught in chapters 3–6, wherever a NumPy result is checked against PyTorch.
 """
 
 from . import modules, state_dict
-from .modules import attention_params, encoder_layer_config, encoder_params, mha_weights, numpy_state_dict
-from .state_dict import (
-    attention_from_state_dict,
-    conv_attention_from_state_dict,
-    encoder_from_state_dict,
-    patch_attention_from_state_dict,
-    t2t_attention_from_state_dict,
-)
+from .modules import *  # noqa: F403
+from .state_dict import *  # noqa: F403
 
 __all__ = [*modules.__all__, *state_dict.__all__]

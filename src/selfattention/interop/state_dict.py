@@ -42,7 +42,7 @@ def _fused_attention(weight: np.ndarray, bias: np.ndarray | None, out: Any) -> A
     """Split a fused ``(3*W, d_in)`` projection, rows [q; k; v], into an AttentionParams."""
     weights = np.split(weight, 3, axis=0)  # each (W, d_in)
     biases = np.split(bias, 3) if bias is not None else [None] * 3
-    q, k, v = (linear_from_torch(w, b) for w, b in zip(weights, biases))
+    q, k, v = (linear_from_torch(w, b) for w, b in zip(weights, biases, strict=True))
     return AttentionParams(q, k, v, out)
 
 
@@ -99,8 +99,12 @@ def encoder_from_state_dict(state: Mapping[str, Any], prefix: str = "") -> Encod
     See chapter 5.
     """
     layers = ("linear1", "linear2", "norm1", "norm2")
-    a = _arrays(state, [f"{prefix}{n}.weight" for n in layers], [f"{prefix}{n}.bias" for n in layers],
-                "nn.TransformerEncoderLayer")
+    a = _arrays(
+        state,
+        [f"{prefix}{n}.weight" for n in layers],
+        [f"{prefix}{n}.bias" for n in layers],
+        "nn.TransformerEncoderLayer",
+    )
     return EncoderParams(
         attention=attention_from_state_dict(state, f"{prefix}self_attn."),
         feed_forward=FeedForwardParams(
