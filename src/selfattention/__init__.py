@@ -11,6 +11,7 @@ T     number of query tokens (sequence length)
 S     number of key/value tokens (S = T in self-attention)
 D     model width (``d_model``)
 H     number of heads
+Hkv   number of key/value heads (H, or fewer: grouped-query attention)
 Dh    width of one head, ``D // H`` (``d_k`` in the paper)
 F     width of the feed-forward hidden layer
 N     number of stacked encoder blocks
