@@ -330,7 +330,7 @@ class AttentionParams(_Container):
 
     @classmethod
     def from_torch(cls, module: Any) -> AttentionParams:
-        """Read a ``torch.nn.MultiheadAttention`` (see :func:`selfattention.interop.attention_params`)."""
+        """Read a ``torch.nn.MultiheadAttention`` (see :func:`selfattention.attention_params`)."""
         from .interop import attention_params
 
         return attention_params(module)

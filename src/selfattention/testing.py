@@ -19,8 +19,8 @@ from ._validation import check_real_scalar
 
 __all__ = ["TOLERANCES", "tolerance", "randomise_parameters", "assert_parity", "to_torch"]
 
-# (rtol, atol) for comparing a NumPy result with PyTorch's, by dtype: float64
-# agrees to rounding; float32 accumulates rounding over a layer's sums.
+#: ``(rtol, atol)`` for comparing a NumPy result with PyTorch's, by dtype: float64
+#: agrees to rounding; float32 accumulates rounding over a layer's sums.
 TOLERANCES: dict[np.dtype, tuple[float, float]] = {
     np.dtype(np.float64): (1e-10, 1e-12),
     np.dtype(np.float32): (1e-5, 1e-6),
