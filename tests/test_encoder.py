@@ -7,7 +7,6 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from selfattention.testing import assert_parity, randomise_parameters
 from selfattention import (
     EncoderParams,
     causal_mask,
@@ -16,9 +15,9 @@ from selfattention import (
     encoder_stack,
     gelu,
     layer_norm,
-    plot_encoder_block,
     relu,
 )
+from selfattention.testing import assert_parity, randomise_parameters
 
 TORCH_DTYPES = {np.float64: torch.float64, np.float32: torch.float32}
 # Looser for float32: two LayerNorms, a 4-head attention and a feed-forward compound rounding.
@@ -38,8 +37,13 @@ def test_layer_norm_matches_torch(rng, dtype, affine):
     x = (3.0 + 2.0 * rng.normal(size=(2, 5, 8))).astype(dtype)
     weight = (1 + 0.3 * rng.normal(size=8)).astype(dtype) if affine else None
     bias = (0.3 * rng.normal(size=8)).astype(dtype) if affine else None
-    expected = F.layer_norm(torch.from_numpy(x), (8,), None if weight is None else torch.from_numpy(weight),
-                            None if bias is None else torch.from_numpy(bias), eps=1e-5)
+    expected = F.layer_norm(
+        torch.from_numpy(x),
+        (8,),
+        None if weight is None else torch.from_numpy(weight),
+        None if bias is None else torch.from_numpy(bias),
+        eps=1e-5,
+    )
     got = layer_norm(x, weight, bias)
     assert got.dtype == dtype
     assert_parity(got, expected, dtype)
@@ -77,7 +81,9 @@ def test_encoder_block_with_unbatched_input_and_a_boolean_mask():
     blocked = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)  # PyTorch: True = blocked
     with torch.no_grad():
         expected = layer(x, src_mask=blocked)
-    got = encoder_block(x.numpy(), EncoderParams.from_torch(layer), num_heads=4, mask=~blocked.numpy())  # ours: True = attend
+    got = encoder_block(
+        x.numpy(), EncoderParams.from_torch(layer), num_heads=4, mask=~blocked.numpy()
+    )  # ours: True = attend
     np.testing.assert_allclose(got, expected.numpy(), rtol=1e-10, atol=1e-10)
 
 
@@ -112,15 +118,26 @@ def test_encoder_params_reads_every_parameter():
 
 
 def test_encoder_layer_config_reads_the_settings():
-    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, activation="gelu", norm_first=True, layer_norm_eps=1e-6)
+    layer = torch.nn.TransformerEncoderLayer(
+        16, 2, 32, dropout=0.0, activation="gelu", norm_first=True, layer_norm_eps=1e-6
+    )
     assert encoder_layer_config(layer) == {"num_heads": 2, "norm_first": True, "activation": "gelu", "eps": 1e-6}
 
 
 def _params(D=4, F_=6, **override):
     arrays = dict(
-        w_qkv=np.ones((D, 3 * D)), b_qkv=np.ones(3 * D), w_out=np.ones((D, D)), b_out=np.ones(D),
-        w_ff1=np.ones((D, F_)), b_ff1=np.ones(F_), w_ff2=np.ones((F_, D)), b_ff2=np.ones(D),
-        norm1_weight=np.ones(D), norm1_bias=np.ones(D), norm2_weight=np.ones(D), norm2_bias=np.ones(D),
+        w_qkv=np.ones((D, 3 * D)),
+        b_qkv=np.ones(3 * D),
+        w_out=np.ones((D, D)),
+        b_out=np.ones(D),
+        w_ff1=np.ones((D, F_)),
+        b_ff1=np.ones(F_),
+        w_ff2=np.ones((F_, D)),
+        b_ff2=np.ones(D),
+        norm1_weight=np.ones(D),
+        norm1_bias=np.ones(D),
+        norm2_weight=np.ones(D),
+        norm2_bias=np.ones(D),
     )
     arrays.update(override)
     return arrays
@@ -131,11 +148,23 @@ def _params(D=4, F_=6, **override):
     [
         (dict(w_qkv=np.ones((4, 8))), r"w_qkv must have shape \(D, 3\*D\) = \(4, 12\); got \(4, 8\)"),
         (dict(w_ff1=np.ones(6)), r"w_ff1, b_ff1: weight must be a 2-D \(d_in, d_out\) matrix; got shape \(6,\)"),
-        (dict(b_ff1=np.ones(4)), r"w_ff1, b_ff1: bias must have shape \(d_out,\) = \(6,\) for weight \(4, 6\); got \(4,\)"),
-        (dict(w_ff2=np.ones((4, 6)), b_ff2=np.ones(6)), r"up maps 4 -> 6 features, so down must map 6 -> 4; got 4 -> 6"),
-        (dict(norm2_bias=np.ones(5)), r"norm2_weight, norm2_bias: bias must have the weight's shape \(D,\) = \(4,\); got \(5,\)"),
+        (
+            dict(b_ff1=np.ones(4)),
+            r"w_ff1, b_ff1: bias must have shape \(d_out,\) = \(6,\) for weight \(4, 6\); got \(4,\)",
+        ),
+        (
+            dict(w_ff2=np.ones((4, 6)), b_ff2=np.ones(6)),
+            r"up maps 4 -> 6 features, so down must map 6 -> 4; got 4 -> 6",
+        ),
+        (
+            dict(norm2_bias=np.ones(5)),
+            r"norm2_weight, norm2_bias: bias must have the weight's shape \(D,\) = \(4,\); got \(5,\)",
+        ),
         (dict(b_qkv=np.ones(4)), r"b_qkv must have shape \(3\*D,\) = \(12,\); got \(4,\)"),
-        (dict(norm1_weight=np.ones(5), norm1_bias=np.ones(5)), r"every part must have the model width D=4 of the attention's input; norm1 has 5"),
+        (
+            dict(norm1_weight=np.ones(5), norm1_bias=np.ones(5)),
+            r"every part must have the model width D=4 of the attention's input; norm1 has 5",
+        ),
     ],
 )
 def test_encoder_params_shape_errors(override, message):
@@ -146,42 +175,62 @@ def test_encoder_params_shape_errors(override, message):
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: encoder_block(np.ones((3, 4)), EncoderParams.from_arrays(**_params()), 2, activation="tanh"),
-         r"activation must be one of \['gelu', 'relu'\]; got 'tanh'"),
+        (
+            lambda: encoder_block(np.ones((3, 4)), EncoderParams.from_arrays(**_params()), 2, activation="tanh"),
+            r"activation must be one of \['gelu', 'relu'\]; got 'tanh'",
+        ),
         (lambda: encoder_block(np.ones((3, 4)), _params(), 2), r"params must be an EncoderParams; got dict"),
-        (lambda: encoder_block(np.ones((3, 8)), EncoderParams.from_arrays(**_params()), 2), r"x has width D=8 but the parameters are for D=4"),
-        (lambda: encoder_block(np.ones((3, 4)), EncoderParams.from_arrays(**_params()), 3), r"the model width D=4 is not divisible by num_heads=3"),
-        (lambda: encoder_block(np.ones((3, 4)), EncoderParams.from_arrays(**_params()), 2, norm_first="yes"), r"norm_first must be True or False; got 'yes'"),
-        (lambda: encoder_block(np.ones((3, 4)), EncoderParams.from_arrays(**_params()), 2, eps=0.0), r"eps must be positive; got 0.0"),
-        (lambda: encoder_stack(np.ones((3, 4)), [], 2), r"layers must hold at least one EncoderParams; got an empty sequence"),
-        (lambda: encoder_stack(np.ones((3, 4)), [EncoderParams.from_arrays(**_params()), "x"], 2), r"layers\[1\] must be an EncoderParams; got str"),
-        (lambda: encoder_stack(np.ones((3, 4)), [EncoderParams.from_arrays(**_params())], 2, final_norm=np.ones(4)), r"final_norm must be a \(weight, bias\) pair or None; got ndarray"),
-        (lambda: layer_norm(np.ones((2, 4)), weight=np.ones(3)), r"weight must have shape \(D,\) = \(4,\) for x with D=4; got \(3,\)"),
-        (lambda: layer_norm(np.ones((2, 4)), bias=np.ones((4, 1))), r"bias must have shape \(D,\) = \(4,\) for x with D=4; got \(4, 1\)"),
+        (
+            lambda: encoder_block(np.ones((3, 8)), EncoderParams.from_arrays(**_params()), 2),
+            r"x has width D=8 but the parameters are for D=4",
+        ),
+        (
+            lambda: encoder_block(np.ones((3, 4)), EncoderParams.from_arrays(**_params()), 3),
+            r"the model width D=4 is not divisible by num_heads=3",
+        ),
+        (
+            lambda: encoder_block(np.ones((3, 4)), EncoderParams.from_arrays(**_params()), 2, norm_first="yes"),
+            r"norm_first must be True or False; got 'yes'",
+        ),
+        (
+            lambda: encoder_block(np.ones((3, 4)), EncoderParams.from_arrays(**_params()), 2, eps=0.0),
+            r"eps must be positive; got 0.0",
+        ),
+        (
+            lambda: encoder_stack(np.ones((3, 4)), [], 2),
+            r"layers must hold at least one EncoderParams; got an empty sequence",
+        ),
+        (
+            lambda: encoder_stack(np.ones((3, 4)), [EncoderParams.from_arrays(**_params()), "x"], 2),
+            r"layers\[1\] must be an EncoderParams; got str",
+        ),
+        (
+            lambda: encoder_stack(np.ones((3, 4)), [EncoderParams.from_arrays(**_params())], 2, final_norm=np.ones(4)),
+            r"final_norm must be a \(weight, bias\) pair or None; got ndarray",
+        ),
+        (
+            lambda: layer_norm(np.ones((2, 4)), weight=np.ones(3)),
+            r"weight must have shape \(D,\) = \(4,\) for x with D=4; got \(3,\)",
+        ),
+        (
+            lambda: layer_norm(np.ones((2, 4)), bias=np.ones((4, 1))),
+            r"bias must have shape \(D,\) = \(4,\) for x with D=4; got \(4, 1\)",
+        ),
         (lambda: layer_norm(np.float64(1.0)), r"x must have at least 1 axes \(\.\.\., D\); got shape \(\)"),
-        (lambda: EncoderParams.from_torch(torch.nn.Linear(2, 2)), r"expected a torch.nn.TransformerEncoderLayer; got Linear"),
-        (lambda: encoder_layer_config(torch.nn.TransformerEncoderLayer(4, 2, 8, activation=torch.tanh)), r"only ReLU and exact GELU activations are supported"),
-        (lambda: encoder_layer_config(torch.nn.MultiheadAttention(4, 2)), r"expected a torch.nn.TransformerEncoderLayer; got MultiheadAttention"),
-        (lambda: plot_encoder_block(activation="swish"), r"activation must be one of \['gelu', 'relu'\]; got 'swish'"),
-        (lambda: plot_encoder_block(norm_first=1), r"norm_first must be True or False; got 1"),
+        (
+            lambda: EncoderParams.from_torch(torch.nn.Linear(2, 2)),
+            r"expected a torch.nn.TransformerEncoderLayer; got Linear",
+        ),
+        (
+            lambda: encoder_layer_config(torch.nn.TransformerEncoderLayer(4, 2, 8, activation=torch.tanh)),
+            r"only ReLU and exact GELU activations are supported",
+        ),
+        (
+            lambda: encoder_layer_config(torch.nn.MultiheadAttention(4, 2)),
+            r"expected a torch.nn.TransformerEncoderLayer; got MultiheadAttention",
+        ),
     ],
 )
 def test_encoder_errors(call, message):
     with pytest.raises(ValueError, match=message):
         call()
-
-
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_plot_encoder_block_draws_the_steps_in_order(norm_first):
-    import matplotlib.pyplot as plt
-
-    ax = plot_encoder_block(norm_first, "gelu")
-    labels = [t.get_text().split("\n")[0] for t in ax.texts if t.get_text() not in ("residual", "")]  # "" = arrows
-    attention = "Multi-head self-attention"
-    if norm_first:
-        assert labels == ["x  (..., T, D)", "LayerNorm 1", attention, "+", "LayerNorm 2", "Feed-forward", "+", "y  (..., T, D)"]
-    else:
-        assert labels == ["x  (..., T, D)", attention, "+", "LayerNorm 1", "Feed-forward", "+", "LayerNorm 2", "y  (..., T, D)"]
-    assert any("GELU" in t.get_text() for t in ax.texts)
-    assert [t.get_text() for t in ax.texts].count("residual") == 2
-    plt.close("all")

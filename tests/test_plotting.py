@@ -1,18 +1,49 @@
-"""The plotting helpers draw what they say, and reject what they cannot draw."""
+"""The plotting helpers draw what they say, reject what they cannot draw, and load matplotlib only when drawing."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 
-from selfattention import causal_mask, plot_attention, plot_attention_heads, plot_head_split, plot_mask, plot_token_grid
+import selfattention as sa
+from selfattention import (
+    causal_mask,
+    plot_attention,
+    plot_attention_heads,
+    plot_attention_overlay,
+    plot_block_traversal,
+    plot_encoder_block,
+    plot_head_split,
+    plot_mask,
+    plot_patch_grid,
+    plot_token_grid,
+)
+from selfattention.plotting import diagrams, views
+
+IMAGE = np.full((8, 8, 3), 0.5)
 
 
 @pytest.fixture(autouse=True)
 def close_figures():
     yield
     plt.close("all")
+
+
+def test_importing_the_plotting_package_does_not_load_matplotlib():
+    code = "import sys, selfattention.plotting; print('matplotlib' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False", result.stdout
+
+
+def test_all_is_the_submodules_lists_and_reaches_the_top_level():
+    assert sa.plotting.__all__ == [*views.__all__, *diagrams.__all__]
+    assert len(set(sa.plotting.__all__)) == 9
+    for name in sa.plotting.__all__:
+        assert getattr(sa, name) is getattr(sa.plotting, name)
 
 
 def test_plot_attention_labels_colour_bar_and_annotations():
@@ -25,7 +56,8 @@ def test_plot_attention_labels_colour_bar_and_annotations():
     np.testing.assert_array_equal(ax.images[0].get_array(), weights)
     assert len(ax.figure.axes) == 2  # the heatmap and its colour bar
     assert ax.figure.axes[1].get_ylabel() == "attention weight"
-    assert sorted(t.get_text() for t in ax.texts) == sorted(f"{w:.3f}" for w in weights.ravel())
+    assert [t.get_text() for t in ax.texts] == [f"{w:.3f}" for w in weights.ravel()]  # row by row
+    assert [t.get_color() for t in ax.texts] == ["white", "black", "white", "white", "black", "white"]
 
 
 def test_plot_attention_skips_annotations_for_large_matrices_and_draws_on_a_given_axes():
@@ -33,6 +65,7 @@ def test_plot_attention_skips_annotations_for_large_matrices_and_draws_on_a_give
     ax = plot_attention(np.full((10, 10), 0.1), ax=given)
     assert ax is given
     assert len(ax.texts) == 0
+    assert len(plot_attention(np.eye(2), annotate=False).texts) == 0
 
 
 def test_plot_token_grid_reshapes_row_major():
@@ -41,24 +74,7 @@ def test_plot_token_grid_reshapes_row_major():
     np.testing.assert_array_equal(ax.images[0].get_array(), [[0, 1, 2], [3, 4, 5]])
     assert ax.get_title() == "Grid"
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("patch column", "patch row")
-
-
-@pytest.mark.parametrize(
-    ("call", "message"),
-    [
-        (lambda: plot_attention(np.ones(3)), r"weights must be a 2-D \(T, S\) matrix; got shape \(3,\)"),
-        (lambda: plot_attention(np.full((2, 2), np.nan)), r"weights must be finite to plot"),
-        (lambda: plot_attention(np.ones((2, 3)), ["a"]), r"query_labels must have one label per rows \(T\): expected 2, got 1"),
-        (lambda: plot_attention(np.ones((2, 3)), None, "abc"), r"key_labels must be a sequence of labels, one per columns \(S\); got 'abc'"),
-        (lambda: plot_token_grid(np.ones(5), (2, 3)), r"values must be a vector of rows\*cols = 2\*3 = 6 patch values; got shape \(5,\)"),
-        (lambda: plot_token_grid(np.ones(6), (6,)), r"grid_shape must be a \(rows, cols\) pair; got \(6,\)"),
-        (lambda: plot_token_grid(np.ones(6), (0, 6)), r"grid_shape\[0\] must be a positive integer; got 0"),
-        (lambda: plot_token_grid(np.full(6, np.inf), (2, 3)), r"values must be finite to plot"),
-    ],
-)
-def test_plotting_errors(call, message):
-    with pytest.raises(ValueError, match=message):
-        call()
+    assert ax.figure.axes[1].get_ylabel() == "attention weight"
 
 
 def test_plot_mask_accepts_both_polarities_and_shows_allowed_as_one():
@@ -68,6 +84,7 @@ def test_plot_mask_accepts_both_polarities_and_shows_allowed_as_one():
     np.testing.assert_array_equal(float_ax.images[0].get_array(), expected)
     np.testing.assert_array_equal(bool_ax.images[0].get_array(), expected)
     assert float_ax.get_title() == "causal"
+    assert (float_ax.get_xlabel(), float_ax.get_ylabel()) == ("key", "query")
     assert [t.get_text() for t in float_ax.figure.axes[1].get_yticklabels()] == ["blocked", "may attend"]
 
 
@@ -76,7 +93,9 @@ def test_plot_attention_heads_one_panel_per_head_on_a_shared_scale():
     fig = plot_attention_heads(weights, ncols=4)
     panels = [ax for ax in fig.axes if ax.get_visible() and ax.images and ax.get_title().startswith("head")]
     assert [ax.get_title() for ax in panels] == [f"head {h}" for h in range(6)]
+    assert [ax.get_ylabel() for ax in panels] == ["query", "", "", "", "query", ""]  # the first column only
     assert {ax.images[0].get_clim() for ax in panels} == {(0.0, weights.max())}
+    assert sum(not ax.get_visible() for ax in fig.axes) == 2  # the grid's two spare cells
     named = plot_attention_heads(weights[:2], titles=["first", "mean"])
     assert [ax.get_title() for ax in named.axes if ax.images] == ["first", "mean"]
 
@@ -85,35 +104,129 @@ def test_plot_head_split_shows_each_heads_columns():
     q = np.arange(24.0).reshape(3, 8)
     fig = plot_head_split(q, 4)
     blocks = [ax for ax in fig.axes if ax.get_title().startswith("head ")]
-    assert [ax.get_title() for ax in blocks] == ["head 0: columns 0-1", "head 1: columns 2-3", "head 2: columns 4-5", "head 3: columns 6-7"]
+    assert [ax.get_title() for ax in blocks] == [f"head {h}: columns {2 * h}-{2 * h + 1}" for h in range(4)]
     np.testing.assert_array_equal(blocks[2].images[0].get_array(), q[:, 4:6])
+    assert {ax.images[0].get_clim() for ax in blocks} == {(-23.0, 23.0)}
 
 
-@pytest.mark.parametrize(
-    ("call", "message"),
-    [
-        (lambda: plot_mask(np.ones(3, dtype=bool)), r"mask must be a 2-D \(T, S\) matrix; got shape \(3,\)"),
-        (lambda: plot_mask(np.ones((2, 2))), r"a float mask to plot must hold only 0 \(attend\) and -inf \(blocked\)"),
-        (lambda: plot_attention_heads(np.ones((2, 2))), r"weights must have shape \(H, T, S\); got shape \(2, 2\)"),
-        (lambda: plot_attention_heads(np.ones((1, 2, 2)), ncols=0), r"ncols must be a positive integer; got 0"),
-        (lambda: plot_attention_heads(np.ones((2, 2, 2)), titles=["a"]), r"titles must have one label per panel \(H\): expected 2, got 1"),
-        (lambda: plot_head_split(np.ones((3, 8)), 3), r"the model width D=8 is not divisible by num_heads=3"),
-        (lambda: plot_head_split(np.ones(8), 2), r"q must be a 2-D \(T, D\) matrix; got shape \(8,\)"),
-    ],
-)
-def test_new_plotting_errors(call, message):
-    with pytest.raises(ValueError, match=message):
-        call()
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_plot_encoder_block_draws_the_steps_in_order(norm_first):
+    ax = plot_encoder_block(norm_first, "gelu")
+    labels = [t.get_text().split("\n")[0] for t in ax.texts if t.get_text() not in ("residual", "")]  # "" = arrows
+    x, y, attention, add, ff = "x  (..., T, D)", "y  (..., T, D)", "Multi-head self-attention", "+", "Feed-forward"
+    if norm_first:
+        assert labels == [x, "LayerNorm 1", attention, add, "LayerNorm 2", ff, add, y]
+    else:
+        assert labels == [x, attention, add, "LayerNorm 1", ff, add, "LayerNorm 2", y]
+    assert any("GELU" in t.get_text() for t in ax.texts)
+    assert [t.get_text() for t in ax.texts].count("residual") == 2
+    assert ax.get_title() == ("Pre-norm encoder block" if norm_first else "Post-norm encoder block")
+
+
+def test_plots_draw_the_grid_and_the_overlay():
+    image = np.random.default_rng(0).random((16, 24, 3))
+    ax = plot_patch_grid(image, 8)
+    assert ax.get_title() == "2 x 3 patches of 8 x 8 pixels"
+    assert len(ax.lines) == (24 // 8 + 1) + (16 // 8 + 1)
+    weights = np.arange(6.0).reshape(2, 3)
+    ax = plot_attention_overlay(image, weights, marker=(1, 2), title="t")
+    np.testing.assert_array_equal(ax.images[1].get_array(), weights)
+    assert ax.images[1].get_clim() == (0.0, 5.0)
+    assert plot_attention_overlay(image, weights, vmax=9.0).images[1].get_clim() == (0.0, 9.0)
+    assert ax.get_title() == "t" and len(ax.lines) == 1
+    np.testing.assert_allclose(ax.lines[0].get_xydata(), [[19.5, 11.5]])  # the centre of cell (1, 2)
+    assert len(plot_attention_overlay(image, weights, colorbar=False).figure.axes) == 1
+
+
+def test_plot_patch_grid_shows_a_one_channel_image_in_grey():
+    ax = plot_patch_grid(np.random.default_rng(0).random((8, 8, 1)), 4)
+    assert ax.images[0].get_array().shape == (8, 8)
+    assert ax.images[0].get_cmap().name == "gray"
 
 
 def test_plot_block_traversal_marks_the_current_block():
-    from selfattention import plot_block_traversal
-
     fig = plot_block_traversal(5, steps=[0, 2])
     panels = [ax for ax in fig.axes if ax.images]
     assert [ax.get_title() for ax in panels] == ["step 1 of 5", "step 3 of 5"]
     np.testing.assert_array_equal(panels[1].images[0].get_array()[0], [0, 0, 1, 2, 2])
-    with pytest.raises(ValueError, match=r"steps must be integers in \[0, 4\]; got 5"):
-        plot_block_traversal(5, steps=[5])
-    with pytest.raises(ValueError, match=r"num_blocks must be a positive integer; got 0"):
-        plot_block_traversal(0)
+    default = [ax.get_title() for ax in plot_block_traversal(8).axes]
+    assert default == ["step 1 of 8", "step 2 of 8", "step 8 of 8"]
+    assert [ax.get_title() for ax in plot_block_traversal(4, steps=np.array([3])).axes] == ["step 4 of 4"]
+
+
+# One case per line: a call, and the message it must raise (a regex).
+# fmt: off
+ERROR_CASES = [
+    (lambda: plot_attention(np.ones(3)), r"weights must be a 2-D \(T, S\) matrix; got shape \(3,\)"),
+    (lambda: plot_attention(np.ones((0, 3))), r"weights must be a 2-D \(T, S\) matrix; got shape \(0, 3\)"),
+    (lambda: plot_attention(np.full((2, 2), np.nan)), r"weights must be finite to plot; found 4 NaN or infinite value\(s\)"),
+    (lambda: plot_attention(np.ones((2, 3)), ["a"]), r"query_labels must have one label per rows \(T\): expected 2, got 1"),
+    (lambda: plot_attention(np.ones((2, 3)), None, "abc"), r"key_labels must be a sequence of labels, one per columns \(S\); got 'abc'"),
+    (lambda: plot_attention(np.ones((2, 2)), annotate="yes"), r"annotate must be True or False; got 'yes'"),
+    (lambda: plot_attention(np.ones((2, 2)), title=3), r"title must be a string; got 3 of type int"),
+    (lambda: plot_attention(np.ones((2, 2)), ax="left"), r"ax must be a matplotlib Axes or None; got str"),
+    (lambda: plot_attention(np.ones((2, 2)), ax=plt.subplots(1, 2)[1]), r"ax must be a matplotlib Axes or None; got ndarray \(pick one panel, e\.g\. axes\[0\]\)"),
+    (lambda: plot_token_grid(np.ones(5), (2, 3)), r"values must be a vector of rows\*cols = 2\*3 = 6 patch values; got shape \(5,\)"),
+    (lambda: plot_token_grid(np.ones(6), (6,)), r"grid_shape must be a \(rows, cols\) pair; got \(6,\)"),
+    (lambda: plot_token_grid(np.ones(6), (0, 6)), r"grid_shape\[0\] must be a positive integer; got 0"),
+    (lambda: plot_token_grid(np.full(6, np.inf), (2, 3)), r"values must be finite to plot; found 6 NaN or infinite value\(s\)"),
+    (lambda: plot_token_grid(np.ones(6), (2, 3), colorbar_label=None), r"colorbar_label must be a string; got None"),
+    (lambda: plot_token_grid(np.ones(6), (2, 3), ax=1), r"ax must be a matplotlib Axes or None; got int"),
+    (lambda: plot_mask(np.ones(3, dtype=bool)), r"mask must be a 2-D \(T, S\) matrix; got shape \(3,\)"),
+    (lambda: plot_mask(np.ones((2, 2))), r"a float mask to plot must hold only 0 \(attend\) and -inf \(blocked\); found 4 other value\(s\), e\.g\. 1 \(for True = may attend, pass a boolean mask\)"),
+    (lambda: plot_mask(np.array([[0.0, np.nan]])), r"a float mask to plot must hold only 0 \(attend\) and -inf \(blocked\); found 1 other value\(s\), e\.g\. nan"),
+    (lambda: plot_mask(np.eye(2, dtype=bool), title=["causal"]), r"title must be a string; got \['causal'\] of type list"),
+    (lambda: plot_mask(np.eye(2, dtype=bool), ax=object()), r"ax must be a matplotlib Axes or None; got object"),
+    (lambda: plot_attention_heads(np.ones((2, 2))), r"weights must be a 3-D \(H, T, S\) array; got shape \(2, 2\)"),
+    (lambda: plot_attention_heads(np.full((1, 2, 2), np.nan)), r"weights must be finite to plot; found 4 NaN or infinite value\(s\)"),
+    (lambda: plot_attention_heads(np.ones((1, 2, 2)), ncols=0), r"ncols must be a positive integer; got 0"),
+    (lambda: plot_attention_heads(np.ones((2, 2, 2)), titles=["a"]), r"titles must have one label per panel \(H\): expected 2, got 1"),
+    (lambda: plot_attention_heads(np.ones((2, 2, 2)), titles=["a", 1]), r"titles\[1\] must be a string; got 1 of type int"),
+    (lambda: plot_attention_heads(np.ones((2, 2, 2)), title=None), r"title must be a string; got None of type NoneType"),
+    (lambda: plot_patch_grid(np.ones((10, 10, 3)), 4), r"the image size 10x10 is not a multiple of patch_size=4; crop or resize it to a multiple \(for example 8x8\)"),
+    (lambda: plot_patch_grid(np.full((8, 8, 3), 2.0), 4), r"image values must lie in \[0, 1\]; got values from 2 to 2"),
+    (lambda: plot_patch_grid(np.full((8, 8, 3), np.nan), 4), r"image must be finite to plot; found 192 NaN or infinite value\(s\)"),
+    (lambda: plot_patch_grid(np.ones((3, 8, 8)), 4), r"image must have shape \(H, W, 3\) or \(H, W, 1\), channels last; got shape \(3, 8, 8\)"),
+    (lambda: plot_patch_grid(IMAGE, 0), r"patch_size must be a positive integer; got 0"),
+    (lambda: plot_patch_grid(IMAGE, 4, title=4), r"title must be a string or None; got 4 of type int"),
+    (lambda: plot_patch_grid(IMAGE, 4, ax=[]), r"ax must be a matplotlib Axes or None; got list"),
+    (lambda: plot_attention_overlay(IMAGE, np.ones(4)), r"weights must be a 2-D \(rows, cols\) grid; got shape \(4,\)"),
+    (lambda: plot_attention_overlay(IMAGE, np.full((2, 2), np.inf)), r"weights must be finite to plot; found 4 NaN or infinite value\(s\)"),
+    (lambda: plot_attention_overlay(IMAGE, np.ones((2, 2)), alpha=2), r"alpha must lie in \[0, 1\]; got 2.0"),
+    (lambda: plot_attention_overlay(IMAGE, np.ones((2, 2)), alpha=None), r"alpha must be a real number; got None of type NoneType"),
+    (lambda: plot_attention_overlay(IMAGE, np.ones((2, 2)), alpha="0.5"), r"alpha must be a real number; got '0.5' of type str"),
+    (lambda: plot_attention_overlay(IMAGE, np.ones((2, 3)), marker=(2, 0)), r"marker must be a \(row, col\) cell of the 2 x 3 weights; got \(2, 0\)"),
+    (lambda: plot_attention_overlay(IMAGE, np.ones((2, 3)), marker=(0, -1)), r"marker must be a \(row, col\) cell of the 2 x 3 weights; got \(0, -1\)"),
+    (lambda: plot_attention_overlay(IMAGE, np.ones((2, 3)), marker=(0.5, 1)), r"marker must be a \(row, col\) cell of the 2 x 3 weights; got \(0.5, 1\)"),
+    (lambda: plot_attention_overlay(IMAGE, np.ones((2, 3)), marker=3), r"marker must be a \(row, col\) pair; got 3"),
+    (lambda: plot_attention_overlay(IMAGE, np.ones((2, 2)), vmax=0), r"vmax must be positive \(the colour scale starts at 0\); got 0.0"),
+    (lambda: plot_attention_overlay(IMAGE, np.ones((2, 2)), vmax="max"), r"vmax must be a real number; got 'max' of type str"),
+    (lambda: plot_attention_overlay(IMAGE, np.ones((2, 2)), colorbar="no"), r"colorbar must be True or False; got 'no'"),
+    (lambda: plot_attention_overlay(IMAGE, np.ones((2, 2)), title=None), r"title must be a string; got None of type NoneType"),
+    (lambda: plot_attention_overlay(IMAGE, np.ones((2, 2)), ax="ax"), r"ax must be a matplotlib Axes or None; got str"),
+    (lambda: plot_head_split(np.ones((3, 8)), 3), r"the model width D=8 is not divisible by num_heads=3; try num_heads in \[1, 2, 4, 8\]"),
+    (lambda: plot_head_split(np.ones((3, 8)), 0), r"num_heads must be a positive integer; got 0"),
+    (lambda: plot_head_split(np.ones(8), 2), r"q must be a 2-D \(T, D\) matrix; got shape \(8,\)"),
+    (lambda: plot_head_split(np.full((3, 8), np.nan), 2), r"q must be finite to plot; found 24 NaN or infinite value\(s\)"),
+    (lambda: plot_head_split(np.ones((3, 8)), 2, title=b"Q"), r"title must be a string; got b'Q' of type bytes"),
+    (lambda: plot_encoder_block(activation="swish"), r"activation must be one of \['gelu', 'relu'\]; got 'swish'"),
+    (lambda: plot_encoder_block(norm_first=1), r"norm_first must be True or False; got 1"),
+    (lambda: plot_encoder_block(title=1), r"title must be a string or None; got 1 of type int"),
+    (lambda: plot_encoder_block(ax=np.empty(2, dtype=object)), r"ax must be a matplotlib Axes or None; got ndarray \(pick one panel"),
+    (lambda: plot_block_traversal(0), r"num_blocks must be a positive integer; got 0"),
+    (lambda: plot_block_traversal(5, steps=[5]), r"steps must be integers in \[0, 4\]; got 5"),
+    (lambda: plot_block_traversal(5, steps=[-1]), r"steps must be integers in \[0, 4\]; got -1"),
+    (lambda: plot_block_traversal(5, steps=[1.0]), r"steps must be integers in \[0, 4\]; got 1.0"),
+    (lambda: plot_block_traversal(5, steps=[True]), r"steps must be integers in \[0, 4\]; got True"),
+    (lambda: plot_block_traversal(5, steps=3), r"steps must be a non-empty sequence of integers in \[0, 4\]; got 3"),
+    (lambda: plot_block_traversal(5, steps=[]), r"steps must be a non-empty sequence of integers in \[0, 4\]; got \[\]"),
+    (lambda: plot_block_traversal(5, steps="01"), r"steps must be a non-empty sequence of integers in \[0, 4\]; got '01'"),
+    (lambda: plot_block_traversal(5, steps=np.zeros((1, 1), dtype=int)), r"steps must be a non-empty sequence of integers in \[0, 4\]; got array"),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize(("call", "message"), ERROR_CASES)
+def test_plotting_errors(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
@@ -15,11 +14,10 @@ from selfattention import (
     numpy_state_dict,
     patch_attention_forward,
     patchify,
-    plot_attention_overlay,
-    plot_patch_grid,
     t2t_attention_forward,
 )
 from selfattention.testing import randomise_parameters
+
 
 def _assert_twin_matches(got, expected, dtype):
     """float64: 1e-10. float32: rounding grows with the outputs' size, so atol is relative to the largest."""
@@ -33,13 +31,22 @@ def test_state_dict_names_are_exactly_the_sources():
     assert list(PatchAttentionBlock().state_dict()) == [
         f"{layer}.{kind}" for layer in ("proj", "to_q", "to_k", "to_v", "to_out") for kind in ("weight", "bias")
     ]
-    assert sorted(ConvSelfAttention(16).state_dict()) == sorted(["q.weight", "q.bias", "k.weight", "k.bias", "v.weight", "v.bias", "gamma"])
+    assert sorted(ConvSelfAttention(16).state_dict()) == sorted(
+        ["q.weight", "q.bias", "k.weight", "k.bias", "v.weight", "v.bias", "gamma"]
+    )
     assert list(T2TAttention(49, 64).state_dict()) == ["qkv.weight", "proj.weight", "proj.bias"]
-    assert list(T2TAttention(49, 64, qkv_bias=True).state_dict()) == ["qkv.weight", "qkv.bias", "proj.weight", "proj.bias"]
+    assert list(T2TAttention(49, 64, qkv_bias=True).state_dict()) == [
+        "qkv.weight",
+        "qkv.bias",
+        "proj.weight",
+        "proj.bias",
+    ]
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
-@pytest.mark.parametrize(("in_channels", "patch_size", "embed_dim", "size"), [(3, 4, 64, 32), (1, 2, 8, 6), (3, 8, 16, 16)])
+@pytest.mark.parametrize(
+    ("in_channels", "patch_size", "embed_dim", "size"), [(3, 4, 64, 32), (1, 2, 8, 6), (3, 8, 16, 16)]
+)
 def test_patch_attention_block_matches_its_twin(dtype, in_channels, patch_size, embed_dim, size):
     module = randomise_parameters(PatchAttentionBlock(in_channels, patch_size, embed_dim).to(dtype), seed=1)
     x = torch.randn(2, in_channels, size, size, dtype=dtype, generator=torch.Generator().manual_seed(2))
@@ -87,7 +94,9 @@ def test_conv_self_attention_starts_as_the_identity():
 @pytest.mark.parametrize("qkv_bias", [False, True])
 @pytest.mark.parametrize("qk_scale", [None, 0.05])
 def test_t2t_attention_matches_its_twin(dtype, num_heads, qkv_bias, qk_scale):
-    module = randomise_parameters(T2TAttention(49, 64, num_heads, qkv_bias=qkv_bias, qk_scale=qk_scale).to(dtype), seed=5)
+    module = randomise_parameters(
+        T2TAttention(49, 64, num_heads, qkv_bias=qkv_bias, qk_scale=qk_scale).to(dtype), seed=5
+    )
     x = torch.rand(13, 100, 49, dtype=dtype, generator=torch.Generator().manual_seed(6))
     with torch.no_grad():
         expected = module(x).numpy()
@@ -136,48 +145,73 @@ def test_patchify_order_is_rows_then_columns_and_channel_row_column_inside():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: patchify(np.ones((3, 30, 32)), 4), r"the image size 30x32 is not a multiple of patch_size=4; crop or resize it to a multiple \(for example 28x32\)"),
-        (lambda: patchify(np.ones((30, 32)), 4), r"images must have at least 3 axes \(\.\.\., C, H, W\); got shape \(30, 32\)"),
+        (
+            lambda: patchify(np.ones((3, 30, 32)), 4),
+            r"the image size 30x32 is not a multiple of patch_size=4; crop or resize it to a multiple \(for example 28x32\)",
+        ),
+        (
+            lambda: patchify(np.ones((30, 32)), 4),
+            r"images must have at least 3 axes \(\.\.\., C, H, W\); got shape \(30, 32\)",
+        ),
         (lambda: patchify(np.ones((3, 8, 8)), 0), r"patch_size must be a positive integer; got 0"),
-        (lambda: patchify(np.ones((3, 224, 8)), 16), r"the image size 224x8 is not a multiple of patch_size=16; crop or resize it to a multiple \(for example 224x16\)"),
-        (lambda: ConvSelfAttention(4), r"in_channels must be at least 8, because queries and keys get in_channels // 8 channels; got in_channels=4"),
+        (
+            lambda: patchify(np.ones((3, 224, 8)), 16),
+            r"the image size 224x8 is not a multiple of patch_size=16; crop or resize it to a multiple \(for example 224x16\)",
+        ),
+        (
+            lambda: ConvSelfAttention(4),
+            r"in_channels must be at least 8, because queries and keys get in_channels // 8 channels; got in_channels=4",
+        ),
         (lambda: T2TAttention(49, 64, num_heads=5), r"chan=64 is not divisible by num_heads=5"),
         (lambda: T2TAttention(49, 64, qkv_bias=1), r"qkv_bias must be True or False; got 1"),
         (lambda: T2TAttention(49, 64, qk_scale="big"), r"qk_scale must be a real number; got 'big' of type str"),
-        (lambda: T2TAttention(49, 64)(torch.rand(100, 49)), r"T2TAttention expects input of shape \(B, N, dim=49\); got shape \(100, 49\)"),
-        (lambda: T2TAttention(49, 64)(torch.rand(2, 100, 48)), r"T2TAttention expects input of shape \(B, N, dim=49\); got shape \(2, 100, 48\)"),
-        (lambda: ConvSelfAttention(8)(torch.rand(8, 4, 4)), r"ConvSelfAttention expects input of shape \(B, C, H, W\); got 3 axes, shape \(8, 4, 4\)"),
-        (lambda: ConvSelfAttention(8)(torch.rand(1, 16, 4, 4)), r"ConvSelfAttention was built for 8 input channels; got 16"),
-        (lambda: PatchAttentionBlock()(torch.rand(1, 3, 30, 30)), r"the image size 30x30 is not a multiple of patch_size=4"),
-        (lambda: PatchAttentionBlock()(np.ones((1, 3, 32, 32))), r"PatchAttentionBlock expects a torch.Tensor; got ndarray"),
-        (lambda: t2t_attention_forward(np.ones((2, 5, 49)), {"qkv.weight": np.ones((192, 49))}),
-         r"state is missing \['proj.weight', 'proj.bias'\] for T2TAttention"),
-        (lambda: t2t_attention_forward(np.ones((2, 5, 48)), numpy_state_dict(T2TAttention(49, 64))), r"x must have shape \(B, N, dim=49\); got shape \(2, 5, 48\)"),
-        (lambda: t2t_attention_forward(np.ones((2, 5, 49)), numpy_state_dict(T2TAttention(49, 64)), num_heads=3), r"chan=64 is not divisible by num_heads=3"),
-        (lambda: conv_self_attention_forward(np.ones((8, 4, 4)), numpy_state_dict(ConvSelfAttention(8))), r"x must have shape \(B, C, H, W\); got shape \(8, 4, 4\)"),
-        (lambda: patch_attention_forward(np.ones((1, 3, 8, 8)), [], 4), r"params must be a PatchAttentionParams or the state dict of a PatchAttentionBlock \(a mapping of parameter names to arrays\); got list"),
+        (
+            lambda: T2TAttention(49, 64)(torch.rand(100, 49)),
+            r"T2TAttention expects input of shape \(B, N, dim=49\); got shape \(100, 49\)",
+        ),
+        (
+            lambda: T2TAttention(49, 64)(torch.rand(2, 100, 48)),
+            r"T2TAttention expects input of shape \(B, N, dim=49\); got shape \(2, 100, 48\)",
+        ),
+        (
+            lambda: ConvSelfAttention(8)(torch.rand(8, 4, 4)),
+            r"ConvSelfAttention expects input of shape \(B, C, H, W\); got 3 axes, shape \(8, 4, 4\)",
+        ),
+        (
+            lambda: ConvSelfAttention(8)(torch.rand(1, 16, 4, 4)),
+            r"ConvSelfAttention was built for 8 input channels; got 16",
+        ),
+        (
+            lambda: PatchAttentionBlock()(torch.rand(1, 3, 30, 30)),
+            r"the image size 30x30 is not a multiple of patch_size=4",
+        ),
+        (
+            lambda: PatchAttentionBlock()(np.ones((1, 3, 32, 32))),
+            r"PatchAttentionBlock expects a torch.Tensor; got ndarray",
+        ),
+        (
+            lambda: t2t_attention_forward(np.ones((2, 5, 49)), {"qkv.weight": np.ones((192, 49))}),
+            r"state is missing \['proj.weight', 'proj.bias'\] for T2TAttention",
+        ),
+        (
+            lambda: t2t_attention_forward(np.ones((2, 5, 48)), numpy_state_dict(T2TAttention(49, 64))),
+            r"x must have shape \(B, N, dim=49\); got shape \(2, 5, 48\)",
+        ),
+        (
+            lambda: t2t_attention_forward(np.ones((2, 5, 49)), numpy_state_dict(T2TAttention(49, 64)), num_heads=3),
+            r"chan=64 is not divisible by num_heads=3",
+        ),
+        (
+            lambda: conv_self_attention_forward(np.ones((8, 4, 4)), numpy_state_dict(ConvSelfAttention(8))),
+            r"x must have shape \(B, C, H, W\); got shape \(8, 4, 4\)",
+        ),
+        (
+            lambda: patch_attention_forward(np.ones((1, 3, 8, 8)), [], 4),
+            r"params must be a PatchAttentionParams or the state dict of a PatchAttentionBlock \(a mapping of parameter names to arrays\); got list",
+        ),
         (lambda: numpy_state_dict(np.ones(3)), r"expected a torch.nn.Module; got ndarray"),
-        (lambda: plot_patch_grid(np.ones((10, 10, 3)), 4), r"the image size 10x10 is not a multiple of patch_size=4"),
-        (lambda: plot_patch_grid(np.full((8, 8, 3), 2.0), 4), r"image values must lie in \[0, 1\]"),
-        (lambda: plot_patch_grid(np.ones((3, 8, 8)), 4), r"image must have shape \(H, W, 3\) or \(H, W, 1\), channels last; got shape \(3, 8, 8\)"),
-        (lambda: plot_attention_overlay(np.ones((8, 8, 3)), np.ones(4)), r"weights must be a finite 2-D \(rows, cols\) grid; got shape \(4,\)"),
-        (lambda: plot_attention_overlay(np.ones((8, 8, 3)), np.ones((2, 2)), alpha=2), r"alpha must lie in \[0, 1\]; got 2.0"),
     ],
 )
 def test_vision_errors(call, message):
     with pytest.raises(ValueError, match=message):
         call()
-
-
-def test_plots_draw_the_grid_and_the_overlay():
-    image = np.random.default_rng(0).random((16, 24, 3))
-    ax = plot_patch_grid(image, 8)
-    assert ax.get_title() == "2 x 3 patches of 8 x 8 pixels"
-    assert len(ax.lines) == (24 // 8 + 1) + (16 // 8 + 1)
-    weights = np.arange(6.0).reshape(2, 3)
-    ax = plot_attention_overlay(image, weights, marker=(1, 2), title="t")
-    np.testing.assert_array_equal(ax.images[1].get_array(), weights)
-    assert ax.images[1].get_clim() == (0.0, 5.0)
-    assert plot_attention_overlay(image, weights, vmax=9.0).images[1].get_clim() == (0.0, 9.0)
-    assert ax.get_title() == "t" and len(ax.lines) == 1
-    plt.close("all")

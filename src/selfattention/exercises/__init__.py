@@ -1,0 +1,29 @@
+"""Checkers for the chapters' exercises.
+
+Each ``check_*`` function calls the learner's function on a fixed set of cases
+(the chapter's own example plus seeded random inputs), compares the answer with
+the package's reference implementation, and returns a :class:`CheckResult`.
+A notebook cell that ends with the check shows ``PASS ...``, ``FAIL ...`` with
+the first case that went wrong and why, or ``TODO ...`` while the function
+still raises ``NotImplementedError``.
+
+Each chapter's exercises are declared in a module of their own
+(``ch01_word_vectors`` to ``ch07_cost``) as cases, a reference function and the
+known mistakes, each with the hint it earns; ``_framework`` runs them.
+"""
+
+from __future__ import annotations
+
+from . import ch01_word_vectors, ch02_single_head, ch03_batched, ch04_multihead, ch05_encoder, ch06_vision, ch07_cost
+from ._framework import CheckResult
+from .ch01_word_vectors import *  # noqa: F403
+from .ch02_single_head import *  # noqa: F403
+from .ch03_batched import *  # noqa: F403
+from .ch04_multihead import *  # noqa: F403
+from .ch05_encoder import *  # noqa: F403
+from .ch06_vision import *  # noqa: F403
+from .ch07_cost import *  # noqa: F403
+
+_CHAPTERS = (ch01_word_vectors, ch02_single_head, ch03_batched, ch04_multihead, ch05_encoder, ch06_vision, ch07_cost)
+
+__all__ = ["CheckResult", *(name for chapter in _CHAPTERS for name in chapter.__all__)]

@@ -1,0 +1,232 @@
+"""One-chapter diagrams: pictures of one chapter's idea, not of any array a learner passes.
+
+How the columns of Q are dealt out to the heads (chapter 4), the encoder block
+and its residual connections (chapter 5), and the tiles of the score matrix
+that blocked attention holds step by step (chapter 7). They live here rather
+than in their chapter because their drawing code would bury the chapter's
+point and because the tests check what they draw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from itertools import pairwise
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .._validation import check_bool, check_choice, check_divisible, check_positive_int
+from ._common import as_plottable, axes_for, check_text, heatmap, is_index, pyplot
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = ["plot_head_split", "plot_encoder_block", "plot_block_traversal"]
+
+
+def plot_head_split(
+    q: ArrayLike, num_heads: int, *, title: str = "How the columns of Q are dealt out to the heads"
+) -> Figure:
+    """Show Q's columns split into H consecutive blocks, one per head.
+
+    The top panel is the whole ``(T, D)`` matrix with the head boundaries
+    marked; below it, each head's ``(T, Dh)`` block is drawn on its own, on the
+    same colour scale.
+
+    Parameters
+    ----------
+    q : array_like, shape (T, D)
+        Queries (or keys or values) of one sequence.
+    num_heads : int
+        H; must divide D.
+    title : str
+        The figure title.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure: the whole matrix on top, one panel per head below.
+
+    Raises
+    ------
+    ValueError
+        If ``q`` is not a non-empty 2-D matrix of finite numbers, ``num_heads``
+        is not a positive integer dividing D, or ``title`` is not a string.
+
+    Notes
+    -----
+    See chapter 4 (split and merge heads).
+    """
+    q = as_plottable(q, "q", 2, "a 2-D (T, D) matrix")
+    H = check_positive_int(num_heads, "num_heads")
+    T, D = q.shape
+    Dh = check_divisible(D, H, "the model width D", "num_heads")
+    check_text(title, "title")
+    plt = pyplot()
+    limit = float(np.abs(q).max()) or 1.0
+    scale = {"cmap": "RdBu_r", "vmin": -limit, "vmax": limit, "aspect": "auto"}
+    colours = plt.get_cmap("tab10")
+    fig = plt.figure(figsize=(10, 5.2))
+    grid = fig.add_gridspec(2, H, height_ratios=[1, 1.1], hspace=0.55)
+    top = fig.add_subplot(grid[0, :])
+    heatmap(top, q, xlabel=f"column of Q (D = {D})", ylabel="token", **scale)
+    for h in range(H):
+        top.axvspan(h * Dh - 0.5, (h + 1) * Dh - 0.5, ymin=1.0, ymax=1.06, color=colours(h % 10), clip_on=False)
+        top.text((h + 0.5) * Dh - 0.5, -0.09 * T - 0.5, f"head {h}", ha="center", va="bottom", fontsize=9)
+        if h:
+            top.axvline(h * Dh - 0.5, color="black", linewidth=1.5)
+    for h in range(H):
+        ax = fig.add_subplot(grid[1, h])
+        image = heatmap(ax, q[:, h * Dh : (h + 1) * Dh], xlabel=f"Dh = {Dh}", ylabel=None if h else "token", **scale)
+        for side in ax.spines.values():
+            side.set_color(colours(h % 10))
+            side.set_linewidth(2.5)
+        ax.set_title(f"head {h}: columns {h * Dh}-{(h + 1) * Dh - 1}", fontsize=9)
+    fig.colorbar(image, ax=fig.axes, label="value", shrink=0.8)
+    fig.suptitle(title)
+    return fig
+
+
+_BLOCK_COLOURS = {"io": "#ffffff", "attn": "#f6d29b", "ff": "#a9d3f2", "norm": "#c9e7b8"}
+
+
+def plot_encoder_block(
+    norm_first: bool = False,
+    activation: str = "relu",
+    *,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Axes:
+    """Draw the encoder block as a flow diagram, with its two residual connections.
+
+    Parameters
+    ----------
+    norm_first : bool, default False
+        Draw the pre-norm block (LayerNorm inside each residual branch)
+        instead of the post-norm block (LayerNorm after each addition).
+    activation : {"relu", "gelu"}
+        The feed-forward nonlinearity to label.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure is made if omitted.
+    title : str, optional
+        Defaults to "Post-norm encoder block" or "Pre-norm encoder block".
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on; each box is a text artist with its label.
+
+    Raises
+    ------
+    ValueError
+        If ``norm_first`` is not a bool, ``activation`` is unknown, ``title``
+        is not a string or None, or ``ax`` is not an ``Axes``.
+
+    Notes
+    -----
+    See chapter 5 (the encoder block).
+    """
+    norm_first = check_bool(norm_first, "norm_first")
+    activation = check_choice(activation, ("relu", "gelu"), "activation")
+    check_text(title, "title", optional=True)
+    ax = axes_for(ax, (4.6, 7.5))
+    x, y, add = ("io", "x  (..., T, D)"), ("io", "y  (..., T, D)"), ("add", "+")
+    norm1, norm2 = ("norm", "LayerNorm 1"), ("norm", "LayerNorm 2")
+    attention = ("attn", "Multi-head self-attention\n(optional mask)")
+    ff = ("ff", f"Feed-forward\nLinear D\u2192F, {'ReLU' if activation == 'relu' else 'GELU'}, Linear F\u2192D")
+    if norm_first:
+        steps, skips = [x, norm1, attention, add, norm2, ff, add, y], [(0, 3), (3, 6)]
+    else:
+        steps, skips = [x, attention, add, norm1, ff, add, norm2, y], [(0, 2), (3, 5)]
+    ys = [len(steps) - 1 - i for i in range(len(steps))]  # top to bottom
+    for (kind, label), height in zip(steps, ys, strict=True):
+        if kind == "add":
+            circle = dict(boxstyle="circle,pad=0.25", facecolor="white", edgecolor="black", linewidth=1.2)
+            ax.text(0.5, height, "+", ha="center", va="center", fontsize=13, fontweight="bold", bbox=circle)
+            continue
+        edge = "none" if kind == "io" else "black"
+        box = dict(boxstyle="round,pad=0.45", facecolor=_BLOCK_COLOURS[kind], edgecolor=edge)
+        ax.text(0.5, height, label, ha="center", va="center", fontsize=9.5, bbox=box)
+    arrow = dict(arrowstyle="-|>", color="black", linewidth=1.1, shrinkA=13, shrinkB=13)
+    for y_from, y_to in pairwise(ys):
+        ax.annotate("", xy=(0.5, y_to), xytext=(0.5, y_from), arrowprops=arrow)
+    skip_arrow = dict(arrowstyle="-|>", color="#7a7a7a", linewidth=1.3)
+    for start, end in skips:
+        y_split, y_add = ys[start] - 0.5, ys[end]
+        ax.plot([0.5, 1.05, 1.05], [y_split, y_split, y_add], color="#7a7a7a", linewidth=1.3)
+        ax.annotate("", xy=(0.56, y_add), xytext=(1.05, y_add), arrowprops=skip_arrow)
+        ax.text(1.08, (y_split + y_add) / 2, "residual", rotation=90, va="center", fontsize=8, color="#555555")
+    ax.set_xlim(-0.25, 1.3)
+    ax.set_ylim(-0.6, len(steps) - 0.4)
+    ax.axis("off")
+    ax.set_title(title or ("Pre-norm encoder block" if norm_first else "Post-norm encoder block"))
+    return ax
+
+
+# What each tile of blocked attention's score matrix is at one step, and its colour.
+_TILE_STATES = {
+    "folded into m, l, o (freed)": "#d9d9d9",
+    "scores in memory now": "#1f77b4",
+    "not computed yet": "#ffffff",
+}
+
+
+def plot_block_traversal(num_blocks: int, steps: Sequence[int] | None = None) -> Figure:
+    """Show which tiles of the (T, S) score matrix exist at each step of blocked attention.
+
+    One panel per step: the current block of keys (its scores are in memory),
+    the blocks already folded into the running max, sum and output (gone), and
+    the blocks still to come (not yet computed).
+
+    Parameters
+    ----------
+    num_blocks : int
+        How many key blocks S is cut into.
+    steps : sequence of int, optional
+        Which steps to draw (0-based); defaults to the first, second and last.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure, one panel per step and a legend below.
+
+    Raises
+    ------
+    ValueError
+        If ``num_blocks`` is not a positive integer, or ``steps`` is not a
+        non-empty sequence of integers in ``[0, num_blocks - 1]``.
+
+    Notes
+    -----
+    See chapter 7 (memory-efficient attention).
+    """
+    n = check_positive_int(num_blocks, "num_blocks")
+    if steps is None:
+        steps = [0, min(1, n - 1), n - 1]
+    sequence = isinstance(steps, Sequence) and not isinstance(steps, (str, bytes))
+    if not (sequence or isinstance(steps, np.ndarray) and steps.ndim == 1) or len(steps) == 0:
+        raise ValueError(f"steps must be a non-empty sequence of integers in [0, {n - 1}]; got {steps!r}")
+    for step in steps:
+        if not is_index(step, n):
+            raise ValueError(f"steps must be integers in [0, {n - 1}]; got {step!r}")
+    plt = pyplot()
+    from matplotlib.colors import ListedColormap
+
+    colours = ListedColormap(list(_TILE_STATES.values()))  # done, current, to come
+    scale = {"cmap": colours, "vmin": 0, "vmax": 2, "aspect": "auto"}
+    fig, axes = plt.subplots(1, len(steps), figsize=(3.3 * len(steps), 3.4), squeeze=False)
+    for ax, step in zip(axes[0], steps, strict=True):
+        tiles = np.tile(np.sign(np.arange(n) - step) + 1, (n, 1))  # 0 before the step, 1 at it, 2 after it
+        heatmap(ax, tiles, title=f"step {step + 1} of {n}", xlabel="key block", ylabel="all T queries", **scale)
+        ax.set_xticks(np.arange(-0.5, n, 1), minor=True)
+        ax.grid(which="minor", axis="x", color="black", linewidth=0.6)
+        ax.set_xticks(range(n), labels=[str(b) for b in range(n)])
+        ax.set_yticks([])
+    legend = ["scores in memory now", "folded into m, l, o (freed)", "not computed yet"]
+    handles = [plt.Rectangle((0, 0), 1, 1, facecolor=_TILE_STATES[name], edgecolor="black") for name in legend]
+    fig.legend(handles, legend, loc="lower center", ncol=3, frameon=False)
+    fig.suptitle("Blocked attention holds one (T, block) tile of the (T, S) scores at a time")
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    return fig

@@ -1,0 +1,434 @@
+"""Reusable views: pictures of the arrays the package computes, for any chapter and any size.
+
+Attention weights as a heatmap, one heatmap per head, a mask, one value per
+patch on its grid, an image cut into patches, and attention laid over an
+image. Each draws on the ``Axes`` it is given (a new figure if none) and
+returns it; ``plot_attention_heads`` makes its own figure of panels.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .._validation import (
+    as_float_array,
+    check_bool,
+    check_finite,
+    check_image_size,
+    check_positive_int,
+    check_real_scalar,
+)
+from ._common import (
+    as_plottable,
+    axes_for,
+    check_image,
+    check_labels,
+    check_pair,
+    check_text,
+    heatmap,
+    is_index,
+    pyplot,
+    weight_scale,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "plot_attention",
+    "plot_token_grid",
+    "plot_mask",
+    "plot_attention_heads",
+    "plot_patch_grid",
+    "plot_attention_overlay",
+]
+
+# Up to this many rows and columns, the weights are written into the cells.
+_ANNOTATE_UP_TO = 8
+# The axis labels of every (T, S) matrix: a row per query, a column per key.
+_KEY_QUERY = {"xlabel": "key", "ylabel": "query"}
+
+
+def plot_attention(
+    weights: ArrayLike,
+    query_labels: Sequence[str] | None = None,
+    key_labels: Sequence[str] | None = None,
+    *,
+    ax: Axes | None = None,
+    title: str = "Attention weights",
+    annotate: bool | None = None,
+    cmap: str = "viridis",
+) -> Axes:
+    """Heatmap of a ``(T, S)`` attention-weight matrix, one row per query.
+
+    Parameters
+    ----------
+    weights : array_like, shape (T, S)
+        Weights to show; row ``i`` is what query ``i`` attends to.
+    query_labels, key_labels : sequence of str, optional
+        Tick labels for the rows (length T) and the columns (length S).
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure is made if omitted.
+    title : str
+        The axes title.
+    annotate : bool, optional
+        Write each weight in its cell. Defaults to True when both T and S are
+        at most 8.
+    cmap : str
+        A matplotlib colour map name.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
+    Raises
+    ------
+    ValueError
+        If ``weights`` is not a non-empty 2-D matrix of finite numbers, a
+        label list has the wrong length, ``annotate`` is not a bool or None,
+        ``title`` is not a string, or ``ax`` is not an ``Axes``.
+
+    Notes
+    -----
+    See chapter 1 (the 4x4 word weights) and chapter 3 (before and after the
+    causal mask).
+    """
+    weights = as_plottable(weights, "weights", 2, "a 2-D (T, S) matrix")
+    T, S = weights.shape
+    check_labels(query_labels, T, "query_labels", "rows (T)")
+    check_labels(key_labels, S, "key_labels", "columns (S)")
+    check_text(title, "title")
+    if annotate is None:
+        annotate = T <= _ANNOTATE_UP_TO and S <= _ANNOTATE_UP_TO
+    annotate = check_bool(annotate, "annotate")
+    ax = axes_for(ax, (1.8 + 0.9 * S, 0.8 + 0.8 * T) if annotate else (6, 5))
+    scale = weight_scale(weights, cmap)
+    numbers = ".3f" if annotate else None
+    heatmap(ax, weights, title=title, **_KEY_QUERY, colorbar="attention weight", annotate=numbers, **scale)
+    if query_labels is not None:
+        ax.set_yticks(range(T), labels=list(query_labels))
+    if key_labels is not None:
+        ax.set_xticks(range(S), labels=list(key_labels))
+    return ax
+
+
+def plot_token_grid(
+    values: ArrayLike,
+    grid_shape: tuple[int, int],
+    *,
+    ax: Axes | None = None,
+    title: str = "Attention over patches",
+    cmap: str = "magma",
+    colorbar_label: str = "attention weight",
+) -> Axes:
+    """Show one value per patch token on the patch grid it came from.
+
+    A ViT cuts an image into ``rows x cols`` patches and flattens them row by
+    row into ``rows * cols`` tokens; this helper undoes that flattening.
+
+    Parameters
+    ----------
+    values : array_like, shape (rows * cols,)
+        One number per patch token (for example, the class token's weights
+        with the class token's own column removed).
+    grid_shape : tuple of int
+        ``(rows, cols)`` of the patch grid, e.g. ``(14, 14)``.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure is made if omitted.
+    title, cmap, colorbar_label : str
+        Title, colour map and colour bar label.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
+    Raises
+    ------
+    ValueError
+        If ``grid_shape`` is not two positive integers, ``values`` is not a
+        vector of ``rows * cols`` finite numbers, ``title`` or
+        ``colorbar_label`` is not a string, or ``ax`` is not an ``Axes``.
+
+    Notes
+    -----
+    See chapter 2 (the class token's attention over 14 x 14 patches).
+    """
+    pair = check_pair(grid_shape, "grid_shape", "(rows, cols)")
+    rows, cols = (check_positive_int(n, f"grid_shape[{i}]") for i, n in enumerate(pair))
+    values = as_float_array(values, "values")
+    if values.shape != (rows * cols,):
+        raise ValueError(
+            f"values must be a vector of rows*cols = {rows}*{cols} = {rows * cols} "
+            f"patch values; got shape {values.shape}"
+        )
+    check_finite(values, "values", purpose="to plot")
+    check_text(title, "title")
+    check_text(colorbar_label, "colorbar_label")
+    ax = axes_for(ax, (5, 4.2))
+    grid = values.reshape(rows, cols)  # row-major, as the patches were flattened
+    heatmap(ax, grid, title=title, xlabel="patch column", ylabel="patch row", colorbar=colorbar_label, cmap=cmap)
+    return ax
+
+
+def plot_mask(
+    mask: ArrayLike,
+    *,
+    ax: Axes | None = None,
+    title: str = "Attention mask",
+) -> Axes:
+    """Show which keys each query may attend to.
+
+    Parameters
+    ----------
+    mask : array_like, shape (T, S)
+        Boolean (True = may attend, the package's and
+        ``F.scaled_dot_product_attention``'s convention) or additive float
+        (0 = may attend, ``-inf`` = blocked).
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure is made if omitted.
+    title : str
+        The axes title.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
+    Raises
+    ------
+    ValueError
+        If ``mask`` is not a non-empty 2-D matrix, is a float mask with values
+        other than 0 and ``-inf``, ``title`` is not a string, or ``ax`` is not
+        an ``Axes``.
+
+    Notes
+    -----
+    See chapter 3 (the causal mask, and where ``is_causal`` puts it when
+    T < S).
+    """
+    mask = np.asarray(mask)
+    if mask.ndim != 2 or mask.size == 0:
+        raise ValueError(f"mask must be a 2-D (T, S) matrix; got shape {mask.shape}")
+    if mask.dtype == np.bool_:
+        allowed = mask
+    else:
+        mask = as_float_array(mask, "mask")
+        allowed = mask == 0
+        other = ~(allowed | np.isneginf(mask))
+        if other.any():
+            raise ValueError(
+                "a float mask to plot must hold only 0 (attend) and -inf (blocked); "
+                f"found {int(other.sum())} other value(s), e.g. {mask[other][0]:g} "
+                "(for True = may attend, pass a boolean mask)"
+            )
+    check_text(title, "title")
+    T, S = allowed.shape
+    ax = axes_for(ax, (min(2.5 + 0.35 * S, 7), min(2 + 0.35 * T, 6)))
+    from matplotlib.colors import ListedColormap
+
+    scale = {"cmap": ListedColormap(["#3b3b3b", "#f2c14e"]), "vmin": 0, "vmax": 1}  # blocked, may attend
+    ticks = {0.25: "blocked", 0.75: "may attend"}
+    heatmap(ax, allowed.astype(float), title=title, **_KEY_QUERY, colorbar=True, colorbar_ticks=ticks, **scale)
+    return ax
+
+
+def plot_attention_heads(
+    weights: ArrayLike,
+    *,
+    ncols: int = 4,
+    title: str = "Attention weights per head",
+    titles: Sequence[str] | None = None,
+    cmap: str = "viridis",
+) -> Figure:
+    """One heatmap per head, on a shared colour scale.
+
+    Parameters
+    ----------
+    weights : array_like, shape (H, T, S)
+        Per-head weights, e.g. one batch entry of ``multihead_attention``'s
+        second output.
+    ncols : int, default 4
+        Panels per row.
+    title : str
+        The figure title.
+    titles : sequence of str, optional
+        One title per panel; defaults to ``"head 0"``, ``"head 1"``, ...
+    cmap : str
+        A matplotlib colour map name.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        The figure, with one titled panel per head and one colour bar.
+
+    Raises
+    ------
+    ValueError
+        If ``weights`` is not a non-empty 3-D array of finite numbers,
+        ``ncols`` is not a positive integer, ``title`` is not a string, or
+        ``titles`` is not one string per panel.
+
+    Notes
+    -----
+    See chapter 4 (each head's weights side by side).
+    """
+    weights = as_plottable(weights, "weights", 3, "a 3-D (H, T, S) array")
+    ncols = check_positive_int(ncols, "ncols")
+    check_text(title, "title")
+    H = weights.shape[0]
+    check_labels(titles, H, "titles", "panel (H)")
+    titles = [f"head {h}" for h in range(H)] if titles is None else list(titles)
+    for h, panel_title in enumerate(titles):
+        check_text(panel_title, f"titles[{h}]")
+    ncols = min(ncols, H)
+    nrows = -(-H // ncols)
+    fig, axes = pyplot().subplots(nrows, ncols, figsize=(2.6 * ncols + 1.0, 2.6 * nrows + 0.4), squeeze=False)
+    scale = weight_scale(weights, cmap)  # one scale for all panels
+    for h, ax in enumerate(axes.flat[:H]):
+        image = heatmap(ax, weights[h], title=titles[h], xlabel="key", ylabel=None if h % ncols else "query", **scale)
+    for ax in axes.flat[H:]:
+        ax.set_visible(False)
+    fig.colorbar(image, ax=axes.ravel().tolist(), label="attention weight", shrink=0.8)
+    fig.suptitle(title)
+    return fig
+
+
+def plot_patch_grid(image: ArrayLike, patch_size: int, *, ax: Axes | None = None, title: str | None = None) -> Axes:
+    """Show an image with the grid of its ``patch_size`` x ``patch_size`` patches.
+
+    Parameters
+    ----------
+    image : array_like, shape (H, W, 3) or (H, W, 1)
+        Channels last, values in [0, 1]; one channel is shown in grey.
+    patch_size : int
+        p; must divide H and W.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure is made if omitted.
+    title : str, optional
+        Defaults to "rows x cols patches of p x p pixels".
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
+    Raises
+    ------
+    ValueError
+        If the image is not (H, W, 3) or (H, W, 1) with values in [0, 1], its
+        size is not a multiple of ``patch_size``, ``title`` is not a string
+        or None, or ``ax`` is not an ``Axes``.
+
+    Notes
+    -----
+    See chapter 6 (the image a ViT sees as 14 x 14 tokens).
+    """
+    image = check_image(image)
+    p = check_positive_int(patch_size, "patch_size")
+    H, W = image.shape[:2]
+    check_image_size(H, W, p)
+    check_text(title, "title", optional=True)
+    ax = axes_for(ax, (5, 5))
+    if image.shape[-1] == 3:
+        ax.imshow(image)
+    else:
+        ax.imshow(image[..., 0], cmap="gray", vmin=0, vmax=1)
+    for edge in range(0, W + 1, p):
+        ax.axvline(edge - 0.5, color="white", linewidth=0.8)
+    for edge in range(0, H + 1, p):
+        ax.axhline(edge - 0.5, color="white", linewidth=0.8)
+    for count, set_ticks in ((W // p, ax.set_xticks), (H // p, ax.set_yticks)):
+        every = max(1, count // 7)  # at most about 7 labelled patches per side
+        set_ticks(np.arange(p / 2 - 0.5, count * p, p)[::every], labels=[str(i) for i in range(count)][::every])
+    ax.set_xlabel("patch column")
+    ax.set_ylabel("patch row")
+    ax.set_title(title or f"{H // p} x {W // p} patches of {p} x {p} pixels")
+    return ax
+
+
+def plot_attention_overlay(
+    image: ArrayLike,
+    weights: ArrayLike,
+    *,
+    ax: Axes | None = None,
+    title: str = "Attention over the image",
+    alpha: float = 0.6,
+    marker: tuple[int, int] | None = None,
+    colorbar: bool = True,
+    vmax: float | None = None,
+) -> Axes:
+    """Overlay a grid of attention weights on the image it was computed from.
+
+    Parameters
+    ----------
+    image : array_like, shape (H, W, 3) or (H, W, 1)
+        Channels last, values in [0, 1]; shown in grey underneath.
+    weights : array_like, shape (rows, cols)
+        One weight per patch or feature-map position, stretched over the image.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure is made if omitted.
+    title : str
+        The axes title.
+    alpha : float, default 0.6
+        Opacity of the weights, in [0, 1].
+    marker : (row, col), optional
+        A grid cell to mark, e.g. the query position.
+    colorbar : bool, default True
+        Add a colour bar; turn it off to share one bar between panels.
+    vmax : float, optional
+        Top of the colour scale (bottom is 0), to give several panels one
+        shared scale; defaults to the largest weight.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on; ``ax.images[1]`` is the weights, e.g. for a colour
+        bar shared by several panels.
+
+    Raises
+    ------
+    ValueError
+        If the image or weights have the wrong shape or values, ``alpha`` is
+        not a number in [0, 1], ``marker`` is not a (row, col) cell of the
+        weights, ``vmax`` is not a positive number or None, ``colorbar`` is
+        not a bool, ``title`` is not a string, or ``ax`` is not an ``Axes``.
+
+    Notes
+    -----
+    See chapter 6 (where one pixel and the class token look).
+    """
+    image = check_image(image)
+    weights = as_plottable(weights, "weights", 2, "a 2-D (rows, cols) grid")
+    rows, cols = weights.shape
+    alpha = check_real_scalar(alpha, "alpha")
+    if not 0.0 <= alpha <= 1.0:
+        raise ValueError(f"alpha must lie in [0, 1]; got {alpha}")
+    if marker is not None:
+        r, c = check_pair(marker, "marker", "(row, col)")
+        if not (is_index(r, rows) and is_index(c, cols)):
+            raise ValueError(f"marker must be a (row, col) cell of the {rows} x {cols} weights; got {marker!r}")
+    if vmax is not None:
+        vmax = check_real_scalar(vmax, "vmax")
+        if vmax <= 0:
+            raise ValueError(f"vmax must be positive (the colour scale starts at 0); got {vmax}")
+    colorbar = check_bool(colorbar, "colorbar")
+    check_text(title, "title")
+    ax = axes_for(ax, (5, 4.4))
+    H, W = image.shape[:2]
+    ax.imshow(image.mean(axis=-1), cmap="gray", vmin=0, vmax=1)
+    scale = {"cmap": "inferno", "vmin": 0.0, "vmax": vmax}
+    extent = (-0.5, W - 0.5, H - 0.5, -0.5)  # the grid stretched over the image
+    label = "attention weight" if colorbar else False
+    heatmap(ax, weights, title=title, colorbar=label, alpha=alpha, extent=extent, interpolation="nearest", **scale)
+    if marker is not None:
+        ax.plot((c + 0.5) * W / cols - 0.5, (r + 0.5) * H / rows - 0.5, marker="x", color="cyan", markersize=10, mew=2)
+    ax.set_xticks([])
+    ax.set_yticks([])
+    return ax
