@@ -204,7 +204,7 @@ ERROR_CASES = [
     (lambda: plot_attention_overlay(IMAGE, np.ones((2, 2)), colorbar="no"), r"colorbar must be True or False; got 'no'"),
     (lambda: plot_attention_overlay(IMAGE, np.ones((2, 2)), title=None), r"title must be a string; got None of type NoneType"),
     (lambda: plot_attention_overlay(IMAGE, np.ones((2, 2)), ax="ax"), r"ax must be a matplotlib Axes or None; got str"),
-    (lambda: plot_head_split(np.ones((3, 8)), 3), r"the model width D=8 is not divisible by num_heads=3; try num_heads in \[1, 2, 4, 8\]"),
+    (lambda: plot_head_split(np.ones((3, 8)), 3), r"the model width D=8 is not divisible by num_heads=3; each head needs D // num_heads columns \(try num_heads in \[1, 2, 4, 8\]\)"),
     (lambda: plot_head_split(np.ones((3, 8)), 0), r"num_heads must be a positive integer; got 0"),
     (lambda: plot_head_split(np.ones(8), 2), r"q must be a 2-D \(T, D\) matrix; got shape \(8,\)"),
     (lambda: plot_head_split(np.full((3, 8), np.nan), 2), r"q must be finite to plot; found 24 NaN or infinite value\(s\)"),

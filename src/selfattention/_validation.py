@@ -100,19 +100,6 @@ def check_choice(value: Any, choices: Iterable[str], name: str) -> str:
     return value
 
 
-def check_divisible(value: int, divisor: int, value_name: str, divisor_name: str) -> int:
-    """Return ``value // divisor``, raising unless ``divisor`` divides ``value``.
-
-    The message suggests the divisors of ``value`` up to 16, e.g. for a head count.
-    """
-    if value % divisor:
-        options = [d for d in range(1, min(value, 16) + 1) if value % d == 0]
-        raise ValueError(
-            f"{value_name}={value} is not divisible by {divisor_name}={divisor}; try {divisor_name} in {options}"
-        )
-    return value // divisor
-
-
 def check_head_split(width: int, num_heads: Any, width_name: str = "the model width D") -> int:
     """Return the head width ``width // num_heads``, raising unless ``num_heads`` is a positive divisor of ``width``."""
     H = check_positive_int(num_heads, "num_heads")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validation import check_bool, check_choice, check_divisible, check_positive_int
+from .._validation import check_bool, check_choice, check_head_split, check_positive_int
 from ._common import as_plottable, axes_for, check_text, heatmap, is_index, pyplot
 
 if TYPE_CHECKING:
@@ -60,9 +60,9 @@ def plot_head_split(
     See chapter 4 (split and merge heads).
     """
     q = as_plottable(q, "q", 2, "a 2-D (T, D) matrix")
-    H = check_positive_int(num_heads, "num_heads")
     T, D = q.shape
-    Dh = check_divisible(D, H, "the model width D", "num_heads")
+    Dh = check_head_split(D, num_heads)
+    H = D // Dh
     check_text(title, "title")
     plt = pyplot()
     limit = float(np.abs(q).max()) or 1.0
