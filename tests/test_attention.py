@@ -199,7 +199,7 @@ def test_sdpa_mask_errors(mask, message):
     [
         ("0.5", r"scale must be a real number; got '0.5' of type str"),
         (True, r"scale must be a real number; got True of type bool"),
-        (np.ones(2), r"scale must be a real number; got array"),
+        (np.ones(2), r"scale must be a real number; got an array of shape \(2,\) of type ndarray"),
         (float("nan"), r"scale must be finite; got nan"),
     ],
 )

@@ -7,6 +7,8 @@ learner never has to decode a broadcasting traceback from deep inside NumPy.
 
 from __future__ import annotations
 
+import decimal
+import math
 import numbers
 from collections.abc import Iterable
 from typing import Any
@@ -16,23 +18,71 @@ import numpy as np
 __all__: list[str] = []
 
 
+def _from_torch(x: Any, name: str) -> Any:
+    """Return a torch tensor as a NumPy array (detached, on the CPU); anything else unchanged.
+
+    torch is never imported here: a tensor is recognised by its type's module,
+    so that plain NumPy callers do not pay for loading torch.
+    """
+    if type(x).__module__.split(".")[0] != "torch" or not hasattr(x, "detach"):
+        return x
+    t = x.detach()
+    if getattr(t, "is_meta", False):
+        raise ValueError(f"{name} is a torch tensor on the 'meta' device, which holds no values; give real data")
+    if str(t.dtype) == "torch.bfloat16":
+        t = t.float()  # NumPy has no bfloat16; float32 holds every bfloat16 value exactly
+    try:
+        return t.cpu().resolve_conj().resolve_neg().numpy()
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(f"{name} is a torch tensor NumPy cannot read ({t.dtype}): {exc}") from None
+
+
+def as_array(x: Any, name: str) -> np.ndarray:
+    """Return ``x`` as a NumPy array: arrays, nested lists, NumPy scalars and torch tensors (detached)."""
+    x = _from_torch(x, name)
+    if isinstance(x, (list, tuple)) and any(type(item).__module__.split(".")[0] == "torch" for item in x):
+        x = [_from_torch(item, name) for item in x]
+    try:
+        return np.asarray(x)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{name} must be an array of numbers; could not convert it: {exc}") from None
+
+
 def as_float_array(x: Any, name: str) -> np.ndarray:
     """Return ``x`` as a floating-point array; integer input becomes float64.
 
-    Boolean, complex and non-numeric input is rejected with a ``ValueError``.
-    Float arrays keep their precision (float32 stays float32).
+    Accepts NumPy arrays, nested lists and torch tensors (detached and copied
+    to the CPU; bfloat16 becomes float32). Boolean, complex and non-numeric
+    input is rejected with a ``ValueError``. Float arrays keep their precision
+    (float16 stays float16, float32 stays float32).
     """
-    try:
-        arr = np.asarray(x)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"{name} must be an array of numbers; could not convert it: {exc}") from None
+    arr = as_array(x, name)
     if arr.dtype == np.bool_:
         raise ValueError(f"{name} must be an array of numbers; got a boolean array (dtype bool)")
     if np.issubdtype(arr.dtype, np.integer):
         return arr.astype(np.float64)
     if not np.issubdtype(arr.dtype, np.floating):
+        if arr.dtype == object:
+            raise ValueError(f"{name} must be an array of numbers; got objects such as {_first(arr)!r}")
         raise ValueError(f"{name} must be an array of real numbers; got dtype {arr.dtype}")
+    if arr.dtype == np.longdouble and np.dtype(np.longdouble) != np.dtype(np.float64):
+        return arr.astype(np.float64)
     return arr
+
+
+def _first(arr: np.ndarray) -> Any:
+    return arr.reshape(-1)[0] if arr.size else None
+
+
+def check_all_finite(arr: np.ndarray, name: str) -> None:
+    """Raise if ``arr`` holds NaN or an infinity (the package's policy for q, k, v, x and weights)."""
+    if not np.isfinite(arr).all():
+        n_nan = int(np.isnan(arr).sum())
+        n_inf = int(np.isinf(arr).sum())
+        raise ValueError(
+            f"{name} must hold only finite numbers; found {n_nan} NaN and {n_inf} infinite value(s) "
+            "(to block an entry, use a mask instead)"
+        )
 
 
 def check_min_ndim(arr: np.ndarray, name: str, min_ndim: int, layout: str) -> None:
@@ -66,23 +116,56 @@ def check_axis(axis: Any, ndim: int, name: str = "axis") -> int:
     return int(axis) % ndim
 
 
+def _unwrap_scalar(value: Any) -> Any:
+    """A 0-d NumPy array or a one-element torch tensor becomes its Python scalar; anything else is unchanged."""
+    value = _from_torch(value, "value") if type(value).__module__.split(".")[0] == "torch" else value
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        return value.item()
+    return value
+
+
 def check_positive_int(value: Any, name: str) -> int:
-    """Return ``value`` as an int, raising unless it is an integer >= 1."""
+    """Return ``value`` as an int, raising unless it is an integer >= 1 (a 0-d integer array counts)."""
+    value = _unwrap_scalar(value)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
-        raise ValueError(f"{name} must be a positive integer; got {value!r} of type {type(value).__name__}")
+        hint = f" (write {int(value)})" if isinstance(value, float) and value.is_integer() and value >= 1 else ""
+        raise ValueError(f"{name} must be a positive integer; got {value!r} of type {type(value).__name__}{hint}")
     if value < 1:
         raise ValueError(f"{name} must be a positive integer; got {value}")
     return int(value)
 
 
-def check_real_scalar(value: Any, name: str) -> float:
-    """Return ``value`` as a finite float, raising for bools, arrays, NaN and infinities."""
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
-        raise ValueError(f"{name} must be a real number; got {value!r} of type {type(value).__name__}")
-    value = float(value)  # also turns a Fraction or a Decimal into something np.isfinite takes
-    if not np.isfinite(value):
-        raise ValueError(f"{name} must be finite; got {value}")
-    return value
+def check_nonnegative_int(value: Any, name: str) -> int:
+    """Return ``value`` as an int, raising unless it is an integer >= 0."""
+    value = _unwrap_scalar(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be a non-negative integer; got {value!r} of type {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"{name} must be a non-negative integer; got {value}")
+    return int(value)
+
+
+def check_real_scalar(value: Any, name: str, *, positive: bool = False) -> float:
+    """Return ``value`` as a finite float.
+
+    Any real number is accepted: ``int``, ``float``, ``fractions.Fraction``,
+    ``decimal.Decimal``, NumPy scalars, 0-d arrays and one-element tensors.
+    Bools, strings, longer arrays, NaN, infinities and numbers too large for a
+    float are rejected. ``positive=True`` also rejects values <= 0.
+    """
+    value = _unwrap_scalar(value)
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, decimal.Decimal)):
+        what = f"an array of shape {np.shape(value)}" if isinstance(value, np.ndarray) else repr(value)
+        raise ValueError(f"{name} must be a real number; got {what} of type {type(value).__name__}")
+    try:
+        result = float(value)
+    except (OverflowError, ValueError):
+        raise ValueError(f"{name} must be a finite number that fits in a float; got {value!r}") from None
+    if not math.isfinite(result):
+        raise ValueError(f"{name} must be finite; got {result}")
+    if positive and result <= 0:
+        raise ValueError(f"{name} must be positive; got {result}")
+    return result
 
 
 def check_bool(value: Any, name: str) -> bool:
