@@ -207,12 +207,13 @@ def check_finite(arr: np.ndarray, name: str, purpose: str = "") -> None:
 
 def check_image_size(height: int, width: int, patch_size: int) -> None:
     """Raise unless ``patch_size`` divides both sides of a ``height x width`` image."""
-    if height % patch_size or width % patch_size:
-
-        def fit(side: int) -> int:
-            return max(side - side % patch_size, patch_size)
-
+    if height < patch_size or width < patch_size:
         raise ValueError(
-            f"the image size {height}x{width} is not a multiple of patch_size={patch_size}; "
-            f"crop or resize it to a multiple (for example {fit(height)}x{fit(width)})"
+            f"the image ({height}x{width}) is smaller than one patch ({patch_size}x{patch_size}); "
+            f"use patch_size <= {min(height, width)} or a larger image"
+        )
+    if height % patch_size or width % patch_size:
+        raise ValueError(
+            f"the image size {height}x{width} is not a multiple of patch_size={patch_size}; crop or resize it "
+            f"to a multiple (for example {height - height % patch_size}x{width - width % patch_size})"
         )

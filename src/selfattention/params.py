@@ -23,7 +23,13 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import as_float_array, check_head_split, check_matrix_shape
+from ._validation import (
+    as_float_array,
+    check_all_finite,
+    check_head_split,
+    check_matrix_shape,
+    check_positive_int,
+)
 
 __all__ = ["Linear", "LayerNormParams", "AttentionParams", "FeedForwardParams", "project_qkv"]
 
@@ -48,7 +54,8 @@ class _Container:
     def _require(self, name: str, kind: type) -> None:
         value = getattr(self, name)
         if not isinstance(value, kind):
-            raise ValueError(f"{name} must be a {kind.__name__}; got {type(value).__name__}")
+            article = "an" if kind.__name__[0] in "AEIOU" else "a"
+            raise ValueError(f"{name} must be {article} {kind.__name__}; got {type(value).__name__}")
 
 
 def _set(container: Any, name: str, value: Any) -> None:
@@ -81,11 +88,15 @@ class Linear(_Container):
 
     def __post_init__(self) -> None:
         weight = as_float_array(self.weight, "weight")
-        if weight.ndim != 2:
-            raise ValueError(f"weight must be a 2-D (d_in, d_out) matrix; got shape {weight.shape}")
+        if weight.ndim != 2 or 0 in weight.shape:
+            raise ValueError(
+                f"weight must be a 2-D (d_in, d_out) matrix with d_in, d_out >= 1; got shape {weight.shape}"
+            )
+        check_all_finite(weight, "weight")
         _set(self, "weight", weight)
         if self.bias is not None:
             bias = as_float_array(self.bias, "bias")
+            check_all_finite(bias, "bias")
             if bias.shape != (weight.shape[1],):
                 raise ValueError(
                     f"bias must have shape (d_out,) = ({weight.shape[1]},) for weight {weight.shape}; got {bias.shape}"
@@ -109,6 +120,7 @@ class Linear(_Container):
             raise ValueError(
                 f"{name} must have {self.d_in} features in its last axis for this layer; got shape {x.shape}"
             )
+        check_all_finite(x, name)
         y = x @ self.weight
         return y if self.bias is None else y + self.bias
 
@@ -125,11 +137,13 @@ class LayerNormParams(_Container):
 
     def __post_init__(self) -> None:
         weight = as_float_array(self.weight, "weight")
-        if weight.ndim != 1:
-            raise ValueError(f"weight must be a vector of shape (D,); got shape {weight.shape}")
+        if weight.ndim != 1 or weight.shape[0] == 0:
+            raise ValueError(f"weight must be a vector of shape (D,) with D >= 1; got shape {weight.shape}")
+        check_all_finite(weight, "weight")
         _set(self, "weight", weight)
         if self.bias is not None:
             bias = as_float_array(self.bias, "bias")
+            check_all_finite(bias, "bias")
             if bias.shape != weight.shape:
                 raise ValueError(f"bias must have the weight's shape (D,) = {weight.shape}; got {bias.shape}")
             _set(self, "bias", bias)
@@ -248,14 +262,20 @@ class AttentionParams(_Container):
     def head_counts(self, num_heads: int) -> tuple[int, int]:
         """``(H, Hkv)`` for ``num_heads`` query heads, checking that they fit the weights."""
         width = "the model width D" if self.q.d_out == self.q.d_in else "the query width H*Dh"
-        H = num_heads
+        H = check_positive_int(num_heads, "num_heads")
         check_head_split(self.q.d_out, H, width)
         if H % self.kv_groups:
             raise ValueError(
                 f"num_heads={H} must be a multiple of {self.kv_groups}, the query heads per key/value head "
                 f"(q has {self.q.d_out} outputs, k has {self.k.d_out})"
             )
-        return H, H // self.kv_groups
+        Hkv = H // self.kv_groups
+        if self.v.d_out % Hkv:
+            raise ValueError(
+                f"with num_heads={H}, the values' width Hkv*Dv = {self.v.d_out} must split into Hkv={Hkv} heads, "
+                f"but {self.v.d_out} is not divisible by {Hkv}; choose num_heads so that it is"
+            )
+        return H, Hkv
 
     @property
     def w_qkv(self) -> np.ndarray:
@@ -309,6 +329,8 @@ class AttentionParams(_Container):
         """
         w_qkv = as_float_array(w_qkv, "w_qkv")
         w_out = as_float_array(w_out, "w_out")
+        if d_model is not None:
+            d_model = check_positive_int(d_model, "d_model")
         D = d_model if d_model is not None else (w_qkv.shape[0] if w_qkv.ndim == 2 else -1)
         context = f" for x with D={D}" if d_model is not None else ""
         if D < 0:
@@ -395,4 +417,11 @@ def project_qkv(
             raise ValueError(f"{name} has {arr.shape[-1]} features but x has {x.shape[-1]}; they must match")
     if key.shape[-2] != value.shape[-2]:
         raise ValueError(f"key has {key.shape[-2]} tokens but value has {value.shape[-2]}; they must match")
+    try:
+        np.broadcast_shapes(x.shape[:-2], key.shape[:-2], value.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"the batch axes of x {x.shape[:-2]}, key {key.shape[:-2]} and value {value.shape[:-2]} "
+            "do not broadcast together; give key and value the same batch size as x (or 1)"
+        ) from None
     return params.q(x), params.k(key, "key"), params.v(value, "value")
