@@ -206,7 +206,7 @@ def test_encoder_params_shape_errors(override, message):
         ),
         (
             lambda: encoder_stack(np.ones((3, 4)), [EncoderParams.from_arrays(**_params())], 2, final_norm=np.ones(4)),
-            r"final_norm must be a \(weight, bias\) pair or None; got ndarray",
+            r"final_norm must be a LayerNormParams, a \(weight, bias\) pair or None; got ndarray",
         ),
         (
             lambda: layer_norm(np.ones((2, 4)), weight=np.ones(3)),

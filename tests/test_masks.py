@@ -148,7 +148,13 @@ def test_combine_masks_ands_booleans_and_adds_floats():
             lambda: combine_masks(np.ones((2, 3), bool), np.ones((4, 3), bool)),
             r"the masks' shapes \[\(2, 3\), \(4, 3\)\] do not broadcast together",
         ),
-        (lambda: combine_masks(np.ones(3, bool), "x"), r"masks\[1\] must be an array of real numbers; got dtype <U1"),
+        (lambda: combine_masks(np.ones(3, bool), "x"), r"masks\[1\] must be boolean .* got dtype <U1"),
+        # 0/1 integers are ambiguous (keep-flags or additive?): refused, as the attention functions refuse them
+        (lambda: combine_masks(np.ones(3, bool), np.ones(3, int)), r"masks\[1\] must be boolean .*astype\(bool\)"),
+        (lambda: combine_masks(np.array([0.0, np.nan])), r"masks\[0\] must not contain NaN; found 1"),
+        (lambda: combine_masks(np.array([0.0, np.inf])), r"masks\[0\] must be finite or -inf .* 1 \+inf"),
+        (lambda: causal_mask(3, dtype=None), r"dtype must be bool or a NumPy floating dtype .* got None"),
+        (lambda: padding_mask([[1, 2]]), r"lengths must be a non-empty 1-D array of integers; got shape \(1, 2\)"),
         (
             lambda: scaled_dot_product_attention(np.ones((2, 4)), np.ones((3, 4)), np.ones((3, 4)), is_causal=1),
             r"is_causal must be True or False; got 1",

@@ -77,12 +77,9 @@ def _first(arr: np.ndarray) -> Any:
 def check_all_finite(arr: np.ndarray, name: str) -> None:
     """Raise if ``arr`` holds NaN or an infinity (the package's policy for q, k, v, x and weights)."""
     if not np.isfinite(arr).all():
-        n_nan = int(np.isnan(arr).sum())
-        n_inf = int(np.isinf(arr).sum())
-        raise ValueError(
-            f"{name} must hold only finite numbers; found {n_nan} NaN and {n_inf} infinite value(s) "
-            "(to block an entry, use a mask instead)"
-        )
+        counts = {"NaN": int(np.isnan(arr).sum()), "infinite": int(np.isinf(arr).sum())}
+        found = " and ".join(f"{n} {kind}" for kind, n in counts.items() if n)
+        raise ValueError(f"{name} must hold only finite numbers; found {found} value(s)")
 
 
 def check_min_ndim(arr: np.ndarray, name: str, min_ndim: int, layout: str) -> None:

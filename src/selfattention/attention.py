@@ -12,7 +12,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import as_float_array, check_bool, check_min_ndim, check_real_scalar
+from ._validation import as_float_array, check_all_finite, check_bool, check_min_ndim, check_real_scalar
 from .masks import apply_causal, apply_mask, check_mask
 from .params import AttentionParams, project_qkv
 from .scores import _softmax
@@ -86,16 +86,36 @@ def scaled_dot_product_attention(
     """
     q, k, v, mask, scale = _validate_attention_args(q, k, v, mask, scale)
     is_causal = check_bool(is_causal, "is_causal")
-    dtype = np.result_type(q, k, v)
+    dtype, work = _dtypes(q, k, v)
     # Scale the (T, Dk) queries rather than the (T, S) scores: far fewer numbers.
-    scores = np.matmul(q * np.asarray(scale, dtype=dtype), np.swapaxes(k, -1, -2))  # (..., T, S)
+    scores = np.matmul((q * np.asarray(scale, dtype=work)).astype(work, copy=False), np.swapaxes(k, -1, -2))
     if mask is not None:
         apply_mask(scores, mask)
     if is_causal:
         apply_causal(scores, k.shape[-2])
     weights = _softmax(scores, -1, in_place=True)  # (..., T, S), in the scores' own buffer
-    out = np.matmul(weights, v)  # (..., T, Dv)
-    return out, weights
+    out = np.matmul(weights, v.astype(work, copy=False))  # (..., T, Dv)
+    check_no_overflow(out, dtype)
+    return out.astype(dtype, copy=False), weights.astype(dtype, copy=False)
+
+
+def _dtypes(*arrays: np.ndarray) -> tuple[np.dtype, np.dtype]:
+    """The result dtype of the inputs, and the dtype to compute in: float16 works in float32.
+
+    float16 tops out at 65504, which the scores of ordinary inputs can pass; torch
+    also accumulates half-precision attention in float32 on the CPU.
+    """
+    dtype = np.result_type(*arrays)
+    return dtype, (np.dtype(np.float32) if dtype == np.float16 else dtype)
+
+
+def check_no_overflow(out: np.ndarray, dtype: np.dtype) -> None:
+    """Raise if finite inputs gave a non-finite output: the scores or the output overflowed ``dtype``."""
+    if not np.isfinite(out).all() or (dtype == np.float16 and np.abs(out).max(initial=0) > np.finfo(np.float16).max):
+        raise ValueError(
+            f"the attention overflowed {dtype}: the scores (scale * q @ k.T) or the output are too large to "
+            "represent; scale the inputs down, pass a smaller scale, or compute in float64"
+        )
 
 
 def _validate_attention_args(
@@ -105,6 +125,8 @@ def _validate_attention_args(
     q = as_float_array(q, "q")
     k = as_float_array(k, "k")
     v = as_float_array(v, "v")
+    for name, arr in (("q", q), ("k", k), ("v", v)):
+        check_all_finite(arr, name)
     check_min_ndim(q, "q", 2, "(..., T, Dk)")
     check_min_ndim(k, "k", 2, "(..., S, Dk)")
     check_min_ndim(v, "v", 2, "(..., S, Dv)")

@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._validation import check_bool, check_positive_int
-from .attention import _validate_attention_args
+from .attention import _dtypes, _validate_attention_args, check_no_overflow
 from .masks import apply_causal, apply_mask
 
 __all__ = ["memory_efficient_attention", "online_softmax_update"]
@@ -81,18 +81,22 @@ def memory_efficient_attention(
     q, k, v, mask, scale = _validate_attention_args(q, k, v, mask, scale)
     block = check_positive_int(block_size, "block_size")
     is_causal = check_bool(is_causal, "is_causal")
-    dtype = np.result_type(q, k, v)
+    dtype, work = _dtypes(q, k, v)
     S = k.shape[-2]
-    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     T, Dv = q.shape[-2], v.shape[-1]
+    # Every running quantity has the batch axes of all three inputs (v may add axes
+    # that q and k lack), so the blocks' scores must have them too: broadcast the
+    # queries, a view, before scaling them once.
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
     scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (T, S)
     if mask is not None:
         mask = np.broadcast_to(mask, scores_shape)  # a view: blocks of it are sliced below
+    q = (np.broadcast_to(q, (*batch, T, q.shape[-1])) * np.asarray(scale, dtype=work)).astype(work, copy=False)
+    k, v = k.astype(work, copy=False), v.astype(work, copy=False)
 
-    q = q * np.asarray(scale, dtype=dtype)  # scale the queries once
-    running_max = np.full((*batch, T, 1), -np.inf, dtype=dtype)  # m
-    running_sum = np.zeros((*batch, T, 1), dtype=dtype)  # l
-    out = np.zeros((*batch, T, Dv), dtype=dtype)  # o, unnormalised
+    running_max = np.full((*batch, T, 1), -np.inf, dtype=work)  # m
+    running_sum = np.zeros((*batch, T, 1), dtype=work)  # l
+    out = np.zeros((*batch, T, Dv), dtype=work)  # o, unnormalised
 
     for start in range(0, S, block):
         stop = min(start + block, S)
@@ -107,7 +111,8 @@ def memory_efficient_attention(
         del scores  # free this block before the next one is allocated: one block alive at a time
 
     np.divide(out, running_sum, out=out, where=running_sum > 0)  # fully blocked queries stay 0
-    return out
+    check_no_overflow(out, dtype)
+    return out.astype(dtype, copy=False)
 
 
 def online_softmax_update(

@@ -17,7 +17,14 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import erf
 
-from ._validation import as_float_array, check_bool, check_choice, check_min_ndim, check_real_scalar
+from ._validation import (
+    as_float_array,
+    check_all_finite,
+    check_bool,
+    check_choice,
+    check_min_ndim,
+    check_real_scalar,
+)
 from .multihead import multihead_attention
 from .params import AttentionParams, FeedForwardParams, LayerNormParams, Linear, _Container
 
@@ -72,10 +79,11 @@ def layer_norm(
     """
     x = as_float_array(x, "x")
     check_min_ndim(x, "x", 1, "(..., D)")
-    eps = check_real_scalar(eps, "eps")
-    if eps <= 0:
-        raise ValueError(f"eps must be positive; got {eps}")
+    eps = check_real_scalar(eps, "eps", positive=True)
     D = x.shape[-1]
+    if D == 0:
+        raise ValueError(f"x must have at least one feature to normalise; its last axis is empty (shape {x.shape})")
+    check_all_finite(x, "x")
     mean = x.mean(axis=-1, keepdims=True)
     var = x.var(axis=-1, keepdims=True)  # biased, as PyTorch
     y = (x - mean) / np.sqrt(var + eps)
@@ -100,7 +108,8 @@ def gelu(x: ArrayLike) -> np.ndarray:
     This is PyTorch's default ``gelu`` (not the tanh approximation). See chapter 5.
     """
     x = as_float_array(x, "x")
-    return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))  # a Python float keeps float32 as float32
+    work = x.astype(np.float32) if x.dtype == np.float16 else x  # scipy's erf has no float16 loop
+    return (0.5 * work * (1.0 + erf(work / math.sqrt(2.0)))).astype(x.dtype, copy=False)
 
 
 ACTIVATIONS: dict[str, Callable[[ArrayLike], np.ndarray]] = {"relu": relu, "gelu": gelu}
@@ -329,7 +338,8 @@ def encoder_block(
     """
     check_choice(activation, ACTIVATIONS, "activation")
     if not isinstance(params, EncoderParams):
-        raise ValueError(f"params must be an EncoderParams; got {type(params).__name__}")
+        hint = "; pass one block's EncoderParams (encoder_stack takes a list)" if isinstance(params, list) else ""
+        raise ValueError(f"params must be an EncoderParams; got {type(params).__name__}{hint}")
     norm_first = check_bool(norm_first, "norm_first")
     x = as_float_array(x, "x")
     check_min_ndim(x, "x", 2, "(..., T, D)")
@@ -360,7 +370,8 @@ def encoder_stack(
     norm_first: bool = False,
     activation: str = "relu",
     eps: float = 1e-5,
-    final_norm: tuple[ArrayLike, ArrayLike] | None = None,
+    final_norm: LayerNormParams | tuple[ArrayLike, ArrayLike | None] | None = None,
+    final_norm_eps: float | None = None,
 ) -> np.ndarray:
     """N encoder blocks in sequence, as ``nn.TransformerEncoder`` runs them.
 
@@ -372,9 +383,12 @@ def encoder_stack(
         One per block, applied in order.
     num_heads, mask, norm_first, activation, eps
         As in :func:`encoder_block`, shared by every block.
-    final_norm : (weight, bias), optional
+    final_norm : LayerNormParams or (weight, bias), optional
         A LayerNorm after the last block (``nn.TransformerEncoder``'s
         ``norm``); pre-norm stacks usually have one.
+    final_norm_eps : float, optional
+        The final LayerNorm's epsilon; defaults to ``eps``. PyTorch lets the
+        two differ (``nn.TransformerEncoder(layer, N, norm=nn.LayerNorm(D, eps=...))``).
 
     Returns
     -------
@@ -390,16 +404,30 @@ def encoder_stack(
     -----
     See chapter 5 (a stack of N layers).
     """
+    if isinstance(layers, EncoderParams):
+        raise ValueError(
+            "layers must be a list of EncoderParams, one per block; got a single EncoderParams "
+            "(pass [params] for one block, or [params] * N to repeat the same weights N times)"
+        )
+    if not isinstance(layers, Sequence) or isinstance(layers, str):
+        raise ValueError(f"layers must be a list of EncoderParams, one per block; got {type(layers).__name__}")
     layers = list(layers)
     if not layers:
         raise ValueError("layers must hold at least one EncoderParams; got an empty sequence")
     for index, params in enumerate(layers):
         if not isinstance(params, EncoderParams):
             raise ValueError(f"layers[{index}] must be an EncoderParams; got {type(params).__name__}")
-    if final_norm is not None and (not isinstance(final_norm, (tuple, list)) or len(final_norm) != 2):
-        raise ValueError(f"final_norm must be a (weight, bias) pair or None; got {type(final_norm).__name__}")
+    if isinstance(final_norm, (tuple, list)) and len(final_norm) == 2:
+        final_norm = LayerNormParams(*final_norm)
+    if final_norm is not None and not isinstance(final_norm, LayerNormParams):
+        raise ValueError(
+            f"final_norm must be a LayerNormParams, a (weight, bias) pair or None; got {type(final_norm).__name__}"
+        )
+    final_norm_eps = (
+        eps if final_norm_eps is None else check_real_scalar(final_norm_eps, "final_norm_eps", positive=True)
+    )
     for params in layers:
         x = encoder_block(x, params, num_heads, mask=mask, norm_first=norm_first, activation=activation, eps=eps)
     if final_norm is not None:
-        x = layer_norm(x, final_norm[0], final_norm[1], eps)
+        x = layer_norm(x, final_norm.weight, final_norm.bias, final_norm_eps)
     return x

@@ -21,13 +21,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from ._validation import as_float_array, check_no_nan_or_posinf, check_positive_int
+from ._validation import as_array, check_no_nan_or_posinf, check_positive_int
 
 __all__ = ["causal_mask", "padding_mask", "combine_masks"]
 
 
 def _mask_dtype(dtype: DTypeLike) -> np.dtype:
     """A boolean or floating dtype for a mask."""
+    if dtype is None:
+        raise ValueError("dtype must be bool or a NumPy floating dtype such as np.float32; got None")
     try:
         dtype = np.dtype(dtype)
     except TypeError as exc:
@@ -135,10 +137,7 @@ def padding_mask(lengths: ArrayLike, S: int | None = None, dtype: DTypeLike = bo
     See chapter 3 (masks) and :func:`combine_masks` to add a causal mask.
     torch's ``key_padding_mask`` has the opposite polarity: True = padding.
     """
-    try:
-        lengths = np.asarray(lengths)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"lengths must be a 1-D array of integers; could not convert it: {exc}") from None
+    lengths = as_array(lengths, "lengths")
     if lengths.ndim != 1 or lengths.size == 0 or not np.issubdtype(lengths.dtype, np.integer):
         raise ValueError(
             f"lengths must be a non-empty 1-D array of integers; got shape {lengths.shape}, dtype {lengths.dtype}"
@@ -180,12 +179,7 @@ def combine_masks(*masks: ArrayLike) -> np.ndarray:
     """
     if not masks:
         raise ValueError("combine_masks needs at least one mask; got none")
-    arrays = []
-    for index, mask in enumerate(masks):
-        array = np.asarray(mask)
-        if array.dtype != np.bool_:
-            array = as_float_array(array, f"masks[{index}]")
-        arrays.append(array)
+    arrays = [_as_mask_array(mask, f"masks[{index}]") for index, mask in enumerate(masks)]
     try:
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
     except ValueError:
@@ -206,15 +200,7 @@ def check_mask(mask: Any, scores_shape: tuple[int, ...]) -> np.ndarray | None:
     """Validate an attention mask against the scores' shape and return it as an array."""
     if mask is None:
         return None
-    try:
-        mask = np.asarray(mask)
-    except (ValueError, TypeError) as exc:
-        raise ValueError(f"mask must be an array; could not convert it: {exc}") from None
-    if mask.dtype != np.bool_ and not np.issubdtype(mask.dtype, np.floating):
-        raise ValueError(
-            "mask must be boolean (True = attend) or floating (added to the scores: "
-            f"0 keeps, -inf blocks); got dtype {mask.dtype}. For a 0/1 mask, pass mask.astype(bool)"
-        )
+    mask = _as_mask_array(mask, "mask")
     try:
         fits = np.broadcast_shapes(mask.shape, scores_shape) == scores_shape
     except ValueError:
@@ -223,8 +209,19 @@ def check_mask(mask: Any, scores_shape: tuple[int, ...]) -> np.ndarray | None:
         raise ValueError(
             f"mask of shape {mask.shape} does not broadcast to the scores' shape (..., T, S) = {scores_shape}"
         )
+    return mask
+
+
+def _as_mask_array(mask: Any, name: str) -> np.ndarray:
+    """A mask as an array: boolean, or floating with no NaN or +inf; 0/1 integers are refused."""
+    mask = as_array(mask, name)
+    if mask.dtype != np.bool_ and not np.issubdtype(mask.dtype, np.floating):
+        raise ValueError(
+            f"{name} must be boolean (True = attend) or floating (added to the scores: "
+            f"0 keeps, -inf blocks); got dtype {mask.dtype}. For a 0/1 mask, pass {name}.astype(bool)"
+        )
     if mask.dtype != np.bool_:
-        check_no_nan_or_posinf(mask, "mask")
+        check_no_nan_or_posinf(mask, name)
     return mask
 
 
