@@ -72,7 +72,7 @@ def test_assert_parity_reports_the_largest_difference():
         (lambda: measure.best_time(print, repeats=0), r"repeats must be a positive integer; got 0"),
         (lambda: measure.peak_bytes(None), r"function must be callable \(called with no arguments\); got NoneType"),
         (lambda: testing.randomise_parameters(np.ones(3)), r"module must be a torch.nn.Module; got ndarray"),
-        (lambda: testing.tolerance(np.int64), r"dtype must be float32 or float64; got <class 'numpy.int64'>"),
+        (lambda: testing.tolerance(np.int64), r"dtype must be float16, float32 or float64; got <class 'numpy.int64'>"),
     ],
 )
 def test_helper_errors(call, message):

@@ -87,14 +87,15 @@ def scaled_dot_product_attention(
     q, k, v, mask, scale = _validate_attention_args(q, k, v, mask, scale)
     is_causal = check_bool(is_causal, "is_causal")
     dtype, work = _dtypes(q, k, v)
-    # Scale the (T, Dk) queries rather than the (T, S) scores: far fewer numbers.
-    scores = np.matmul((q * np.asarray(scale, dtype=work)).astype(work, copy=False), np.swapaxes(k, -1, -2))
-    if mask is not None:
-        apply_mask(scores, mask)
-    if is_causal:
-        apply_causal(scores, k.shape[-2])
-    weights = _softmax(scores, -1, in_place=True)  # (..., T, S), in the scores' own buffer
-    out = np.matmul(weights, v.astype(work, copy=False))  # (..., T, Dv)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, once and clearly
+        # Scale the (T, Dk) queries rather than the (T, S) scores: far fewer numbers.
+        scores = np.matmul((q * np.asarray(scale, dtype=work)).astype(work, copy=False), np.swapaxes(k, -1, -2))
+        if mask is not None:
+            apply_mask(scores, mask)
+        if is_causal:
+            apply_causal(scores, k.shape[-2])
+        weights = _softmax(scores, -1, in_place=True)  # (..., T, S), in the scores' own buffer
+        out = np.matmul(weights, v.astype(work, copy=False))  # (..., T, Dv)
     check_no_overflow(out, dtype)
     return out.astype(dtype, copy=False), weights.astype(dtype, copy=False)
 
@@ -111,10 +112,13 @@ def _dtypes(*arrays: np.ndarray) -> tuple[np.dtype, np.dtype]:
 
 def check_no_overflow(out: np.ndarray, dtype: np.dtype) -> None:
     """Raise if finite inputs gave a non-finite output: the scores or the output overflowed ``dtype``."""
-    if not np.isfinite(out).all() or (dtype == np.float16 and np.abs(out).max(initial=0) > np.finfo(np.float16).max):
+    if not np.isfinite(out).all():
+        advice = "scale the inputs down or pass a smaller scale" + (
+            ", or compute in float64" if dtype != np.float64 else ""
+        )
         raise ValueError(
             f"the attention overflowed {dtype}: the scores (scale * q @ k.T) or the output are too large to "
-            "represent; scale the inputs down, pass a smaller scale, or compute in float64"
+            f"represent; {advice}"
         )
 
 

@@ -98,17 +98,18 @@ def memory_efficient_attention(
     running_sum = np.zeros((*batch, T, 1), dtype=work)  # l
     out = np.zeros((*batch, T, Dv), dtype=work)  # o, unnormalised
 
-    for start in range(0, S, block):
-        stop = min(start + block, S)
-        scores = np.matmul(q, np.swapaxes(k[..., start:stop, :], -1, -2))  # (..., T, block)
-        if mask is not None:
-            apply_mask(scores, mask[..., start:stop])
-        if is_causal:
-            apply_causal(scores, S, start)
-        running_max, running_sum, out = online_softmax_update(
-            running_max, running_sum, out, scores, v[..., start:stop, :], in_place=True
-        )
-        del scores  # free this block before the next one is allocated: one block alive at a time
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, once and clearly
+        for start in range(0, S, block):
+            stop = min(start + block, S)
+            scores = np.matmul(q, np.swapaxes(k[..., start:stop, :], -1, -2))  # (..., T, block)
+            if mask is not None:
+                apply_mask(scores, mask[..., start:stop])
+            if is_causal:
+                apply_causal(scores, S, start)
+            running_max, running_sum, out = online_softmax_update(
+                running_max, running_sum, out, scores, v[..., start:stop, :], in_place=True
+            )
+            del scores  # free this block before the next one is allocated: one block alive at a time
 
     np.divide(out, running_sum, out=out, where=running_sum > 0)  # fully blocked queries stay 0
     check_no_overflow(out, dtype)

@@ -15,15 +15,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from ._validation import check_real_scalar
+from ._validation import as_array, as_float_array, check_nonnegative_int, check_real_scalar
 
 __all__ = ["TOLERANCES", "tolerance", "randomise_parameters", "assert_parity", "to_torch"]
 
 #: ``(rtol, atol)`` for comparing a NumPy result with PyTorch's, by dtype: float64
 #: agrees to rounding; float32 accumulates rounding over a layer's sums.
+#: float16 keeps about three significant digits, and its results are rounded once more.
 TOLERANCES: dict[np.dtype, tuple[float, float]] = {
     np.dtype(np.float64): (1e-10, 1e-12),
     np.dtype(np.float32): (1e-5, 1e-6),
+    np.dtype(np.float16): (1e-2, 1e-3),
 }
 
 _NORMS = (torch.nn.LayerNorm, torch.nn.RMSNorm, torch.nn.GroupNorm, torch.nn.modules.batchnorm._NormBase)
@@ -32,11 +34,13 @@ _NORMS = (torch.nn.LayerNorm, torch.nn.RMSNorm, torch.nn.GroupNorm, torch.nn.mod
 def tolerance(dtype: Any) -> dict[str, float]:
     """``{"rtol": ..., "atol": ...}`` for ``dtype`` (a NumPy or torch dtype), from :data:`TOLERANCES`."""
     if isinstance(dtype, torch.dtype):
-        dtype = torch.empty(0, dtype=dtype).numpy().dtype
+        dtype = {torch.float16: np.float16, torch.float32: np.float32, torch.float64: np.float64}.get(dtype, dtype)
     try:
-        rtol, atol = TOLERANCES[np.dtype(dtype)]
-    except (KeyError, TypeError):
-        raise ValueError(f"dtype must be float32 or float64; got {dtype!r}") from None
+        rtol, atol = TOLERANCES[np.dtype(dtype)] if dtype is not None else (None, None)
+    except (KeyError, TypeError, ValueError):
+        rtol = None
+    if rtol is None:
+        raise ValueError(f"dtype must be float16, float32 or float64; got {dtype!r}")
     return {"rtol": rtol, "atol": atol}
 
 
@@ -73,6 +77,10 @@ def randomise_parameters(module: torch.nn.Module, *, seed: int | None = None, sc
     if not isinstance(module, torch.nn.Module):
         raise ValueError(f"module must be a torch.nn.Module; got {type(module).__name__}")
     scale = check_real_scalar(scale, "scale")
+    if seed is not None:
+        seed = check_nonnegative_int(seed, "seed")
+        if seed >= 2**64:
+            raise ValueError(f"seed must be below 2**64 (torch's seeds are 64-bit); got {seed}")
     generator = None if seed is None else torch.Generator().manual_seed(seed)
     norm_scales = {id(m.weight) for m in module.modules() if isinstance(m, _NORMS) and m.weight is not None}
     with torch.no_grad():
@@ -82,10 +90,11 @@ def randomise_parameters(module: torch.nn.Module, *, seed: int | None = None, sc
     return module.eval()
 
 
-def _as_numpy(value: Any) -> np.ndarray:
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu().numpy()
-    return np.asarray(value)
+def _tolerance_value(value: Any, name: str) -> float:
+    value = check_real_scalar(value, name)
+    if value < 0:
+        raise ValueError(f"{name} must be zero or positive; got {value}")
+    return value
 
 
 def assert_parity(
@@ -117,10 +126,12 @@ def assert_parity(
     AssertionError
         If the shapes differ or any element is outside ``atol + rtol * |expected|``.
     """
-    actual, expected = _as_numpy(actual), _as_numpy(expected)
+    actual, expected = as_float_array(actual, "actual"), as_float_array(expected, "expected")
+    if not isinstance(what, str):
+        raise ValueError(f"what must be a string naming the compared quantity; got {type(what).__name__}")
     tol = tolerance(expected.dtype if dtype is None else dtype)
-    rtol = tol["rtol"] if rtol is None else rtol
-    atol = tol["atol"] if atol is None else atol
+    rtol = tol["rtol"] if rtol is None else _tolerance_value(rtol, "rtol")
+    atol = tol["atol"] if atol is None else _tolerance_value(atol, "atol")
     if actual.shape != expected.shape:
         raise AssertionError(f"{what}: shape {actual.shape} differs from the expected {expected.shape}")
     difference = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
@@ -130,10 +141,11 @@ def assert_parity(
         raise AssertionError(
             f"{what}: the largest difference is {difference[where]:.3g} at index {tuple(int(i) for i in where)} "
             f"(got {actual[where]:.6g}, expected {expected[where]:.6g}; rtol={rtol:g}, atol={atol:g}); "
-            f"{int((difference > allowed).sum())} of {difference.size} elements are outside the tolerance"
+            f"{int((~(difference <= allowed)).sum())} of {difference.size} elements are outside the tolerance "
+            "(a NaN counts as outside)"
         )
 
 
 def to_torch(*arrays: np.ndarray) -> tuple[torch.Tensor, ...]:
     """NumPy arrays as tensors with the same dtype (contiguous copies where needed)."""
-    return tuple(torch.from_numpy(np.ascontiguousarray(a)) for a in arrays)
+    return tuple(torch.from_numpy(np.ascontiguousarray(as_array(a, f"arrays[{i}]"))) for i, a in enumerate(arrays))
