@@ -127,7 +127,26 @@ BAD_INPUT = [
     (lambda: sa.encoder_stack(X, _encoder(), 2), r"got a single EncoderParams \(pass \[params\]"),
     (lambda: sa.encoder_stack(X, [_encoder()], 2, final_norm=(np.ones(4),)), r"final_norm must be a LayerNormParams"),
     (lambda: sa.encoder_stack(X, [_encoder()], 2, final_norm_eps=0), r"final_norm_eps must be positive; got 0.0"),
+    # --- the online softmax step (chapter 7's exercise) ----------------------------------
+    (
+        lambda: sa.online_softmax_update(np.zeros((3, 1)), np.zeros((3, 1)), np.zeros((3, 6)), Q, V),
+        r"values must end in shape \(4, 6\) for scores of shape \(\.\.\., T, block\) = \(3, 4\)",
+    ),
+    (
+        lambda: sa.online_softmax_update(np.zeros(3), np.zeros((3, 1)), np.zeros((3, 6)), Q, V[:4]),
+        r"running_max must have at least 2 axes",
+    ),
+    (
+        lambda: sa.online_softmax_update(np.zeros((3, 1)), np.zeros((3, 1)), np.zeros((3, 6)), Q * np.nan, V[:4]),
+        r"scores must not contain NaN",
+    ),
+    (
+        lambda: sa.online_softmax_update(np.zeros((3, 1)), np.zeros((3, 1)), np.zeros((3, 6)), Q, V[:4], in_place=1),
+        r"in_place must be True or False; got 1",
+    ),
+    (lambda: sa.repeat_kv_heads(np.ones((2, 3, 4)), 2**70), r"repeats=.* would make .* numbers"),
     # --- the testing helpers ------------------------------------------------------------
+    (lambda: testing.to_torch(np.ones(2), "abc"), r"arrays\[1\] must hold numbers or booleans; got dtype <U3"),
     (lambda: testing.tolerance(None), r"dtype must be float16, float32 or float64; got None"),
     (lambda: testing.assert_parity(np.ones(2), np.ones(2), rtol=-1), r"rtol must be zero or positive; got -1.0"),
     (lambda: testing.assert_parity(np.ones(2), np.ones(2), atol=np.nan), r"atol must be finite; got nan"),

@@ -10,7 +10,14 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import check_bool, check_positive_int
+from ._validation import (
+    as_float_array,
+    check_all_finite,
+    check_bool,
+    check_min_ndim,
+    check_no_nan_or_posinf,
+    check_positive_int,
+)
 from .attention import _dtypes, _validate_attention_args, check_no_overflow
 from .masks import apply_causal, apply_mask
 
@@ -106,7 +113,7 @@ def memory_efficient_attention(
                 apply_mask(scores, mask[..., start:stop])
             if is_causal:
                 apply_causal(scores, S, start)
-            running_max, running_sum, out = online_softmax_update(
+            running_max, running_sum, out = _online_softmax_update(
                 running_max, running_sum, out, scores, v[..., start:stop, :], in_place=True
             )
             del scores  # free this block before the next one is allocated: one block alive at a time
@@ -159,12 +166,56 @@ def online_softmax_update(
     tuple of numpy.ndarray
         The new ``(running_max, running_sum, out)``.
 
+    Raises
+    ------
+    ValueError
+        If the shapes do not fit together, ``scores`` or ``values`` hold NaN
+        or ``+inf`` (``-inf`` scores are blocked keys), or ``in_place`` is not a bool.
+
     Notes
     -----
     See chapter 7 (exercise 1 asks for this step) and :cite:`milakov2018online`.
-    This function does not validate its arguments: it is the inner step of
-    :func:`memory_efficient_attention`, which has.
+    :func:`memory_efficient_attention` runs the same step without re-checking
+    its already validated arguments.
     """
+    in_place = check_bool(in_place, "in_place")
+    arrays = {}
+    for name, value in (
+        ("running_max", running_max),
+        ("running_sum", running_sum),
+        ("out", out),
+        ("scores", scores),
+        ("values", values),
+    ):
+        arrays[name] = as_float_array(value, name)
+        check_min_ndim(arrays[name], name, 2, "(..., rows, columns)")
+    m, total, o, s, vals = arrays.values()
+    T, block, Dv = s.shape[-2], s.shape[-1], vals.shape[-1]
+    expected = {"running_max": (T, 1), "running_sum": (T, 1), "out": (T, Dv), "values": (block, Dv)}
+    for name, last_two in expected.items():
+        if arrays[name].shape[-2:] != last_two:
+            raise ValueError(
+                f"{name} must end in shape {last_two} for scores of shape (..., T, block) = {s.shape} and "
+                f"values of width Dv={Dv}; got {arrays[name].shape}"
+            )
+    check_no_nan_or_posinf(s, "scores")
+    check_all_finite(vals, "values")
+    check_no_nan_or_posinf(m, "running_max")
+    if in_place and any(not isinstance(value, np.ndarray) for value in (running_sum, out, scores)):
+        raise ValueError("in_place=True updates running_sum and out and reuses scores: pass them as NumPy arrays")
+    return _online_softmax_update(m, total, o, s, vals, in_place=in_place)
+
+
+def _online_softmax_update(
+    running_max: np.ndarray,
+    running_sum: np.ndarray,
+    out: np.ndarray,
+    scores: np.ndarray,
+    values: np.ndarray,
+    *,
+    in_place: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The step of :func:`online_softmax_update`, without argument checks."""
     new_max = np.maximum(running_max, scores.max(axis=-1, keepdims=True))  # m'
     shift = np.where(np.isneginf(new_max), 0.0, new_max)  # all blocked so far: exps are 0, not NaN
     correction = np.exp(running_max - shift)  # e^{m - m'}; 0 while m = -inf

@@ -134,6 +134,8 @@ def repeat_kv_heads(x: ArrayLike, repeats: int) -> np.ndarray:
     x = as_float_array(x, "x")
     check_min_ndim(x, "x", 3, "(..., Hkv, S, Dh)")
     r = check_positive_int(repeats, "repeats")
+    if r * x.size > 2**40:
+        raise ValueError(f"repeats={r} would make {r * x.size:.3g} numbers; it is the query heads per key/value head")
     return x if r == 1 else np.repeat(x, r, axis=-3)  # (..., Hkv*r, S, Dh)
 
 

@@ -148,4 +148,10 @@ def assert_parity(
 
 def to_torch(*arrays: np.ndarray) -> tuple[torch.Tensor, ...]:
     """NumPy arrays as tensors with the same dtype (contiguous copies where needed)."""
-    return tuple(torch.from_numpy(np.ascontiguousarray(as_array(a, f"arrays[{i}]"))) for i, a in enumerate(arrays))
+    tensors = []
+    for index, array in enumerate(arrays):
+        array = as_array(array, f"arrays[{index}]")
+        if array.dtype.kind not in "biuf":
+            raise ValueError(f"arrays[{index}] must hold numbers or booleans; got dtype {array.dtype}")
+        tensors.append(torch.from_numpy(np.ascontiguousarray(array)))
+    return tuple(tensors)
