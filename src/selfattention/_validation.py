@@ -106,6 +106,7 @@ def check_no_nan_or_posinf(arr: np.ndarray, name: str) -> None:
 
 def check_axis(axis: Any, ndim: int, name: str = "axis") -> int:
     """Return ``axis`` as a non-negative index into an array with ``ndim`` axes."""
+    axis = _unwrap_scalar(axis)
     if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, numbers.Integral):
         raise ValueError(f"{name} must be an integer; got {axis!r} of type {type(axis).__name__}")
     if not -ndim <= axis < ndim:
@@ -167,6 +168,7 @@ def check_real_scalar(value: Any, name: str, *, positive: bool = False) -> float
 
 def check_bool(value: Any, name: str) -> bool:
     """Return ``value`` as a bool, raising unless it is True or False (NumPy's bools included)."""
+    value = _unwrap_scalar(value)
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be True or False; got {value!r}")
     return bool(value)
