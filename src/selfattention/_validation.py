@@ -106,7 +106,7 @@ def check_no_nan_or_posinf(arr: np.ndarray, name: str) -> None:
 
 def check_axis(axis: Any, ndim: int, name: str = "axis") -> int:
     """Return ``axis`` as a non-negative index into an array with ``ndim`` axes."""
-    axis = _unwrap_scalar(axis)
+    axis = _unwrap_scalar(axis, name)
     if isinstance(axis, (bool, np.bool_)) or not isinstance(axis, numbers.Integral):
         raise ValueError(f"{name} must be an integer; got {axis!r} of type {type(axis).__name__}")
     if not -ndim <= axis < ndim:
@@ -114,9 +114,9 @@ def check_axis(axis: Any, ndim: int, name: str = "axis") -> int:
     return int(axis) % ndim
 
 
-def _unwrap_scalar(value: Any) -> Any:
-    """A 0-d NumPy array or a one-element torch tensor becomes its Python scalar; anything else is unchanged."""
-    value = _from_torch(value, "value") if type(value).__module__.split(".")[0] == "torch" else value
+def _unwrap_scalar(value: Any, name: str) -> Any:
+    """A 0-d NumPy array or 0-d torch tensor becomes its Python scalar; anything else is unchanged."""
+    value = _from_torch(value, name)
     if isinstance(value, np.ndarray) and value.ndim == 0:
         return value.item()
     return value
@@ -124,7 +124,7 @@ def _unwrap_scalar(value: Any) -> Any:
 
 def check_positive_int(value: Any, name: str) -> int:
     """Return ``value`` as an int, raising unless it is an integer >= 1 (a 0-d integer array counts)."""
-    value = _unwrap_scalar(value)
+    value = _unwrap_scalar(value, name)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         hint = f" (write {int(value)})" if isinstance(value, float) and value.is_integer() and value >= 1 else ""
         raise ValueError(f"{name} must be a positive integer; got {value!r} of type {type(value).__name__}{hint}")
@@ -135,7 +135,7 @@ def check_positive_int(value: Any, name: str) -> int:
 
 def check_nonnegative_int(value: Any, name: str) -> int:
     """Return ``value`` as an int, raising unless it is an integer >= 0."""
-    value = _unwrap_scalar(value)
+    value = _unwrap_scalar(value, name)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         raise ValueError(f"{name} must be a non-negative integer; got {value!r} of type {type(value).__name__}")
     if value < 0:
@@ -147,11 +147,11 @@ def check_real_scalar(value: Any, name: str, *, positive: bool = False) -> float
     """Return ``value`` as a finite float.
 
     Any real number is accepted: ``int``, ``float``, ``fractions.Fraction``,
-    ``decimal.Decimal``, NumPy scalars, 0-d arrays and one-element tensors.
+    ``decimal.Decimal``, NumPy scalars, 0-d arrays and 0-d tensors.
     Bools, strings, longer arrays, NaN, infinities and numbers too large for a
     float are rejected. ``positive=True`` also rejects values <= 0.
     """
-    value = _unwrap_scalar(value)
+    value = _unwrap_scalar(value, name)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Real, decimal.Decimal)):
         what = f"an array of shape {np.shape(value)}" if isinstance(value, np.ndarray) else repr(value)
         raise ValueError(f"{name} must be a real number; got {what} of type {type(value).__name__}")
@@ -168,7 +168,7 @@ def check_real_scalar(value: Any, name: str, *, positive: bool = False) -> float
 
 def check_bool(value: Any, name: str) -> bool:
     """Return ``value`` as a bool, raising unless it is True or False (NumPy's bools included)."""
-    value = _unwrap_scalar(value)
+    value = _unwrap_scalar(value, name)
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{name} must be True or False; got {value!r}")
     return bool(value)
