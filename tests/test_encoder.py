@@ -147,7 +147,10 @@ def _params(D=4, F_=6, **override):
     ("override", "message"),
     [
         (dict(w_qkv=np.ones((4, 8))), r"w_qkv must have shape \(D, 3\*D\) = \(4, 12\); got \(4, 8\)"),
-        (dict(w_ff1=np.ones(6)), r"w_ff1, b_ff1: weight must be a 2-D \(d_in, d_out\) matrix with d_in, d_out >= 1; got shape \(6,\)"),
+        (
+            dict(w_ff1=np.ones(6)),
+            r"w_ff1, b_ff1: weight must be a 2-D \(d_in, d_out\) matrix with d_in, d_out >= 1; got shape \(6,\)",
+        ),
         (
             dict(b_ff1=np.ones(4)),
             r"w_ff1, b_ff1: bias must have shape \(d_out,\) = \(6,\) for weight \(4, 6\); got \(4,\)",

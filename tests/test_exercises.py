@@ -135,7 +135,7 @@ WRONG = [
     (ex.check_single_head, lambda x, *w: scaled_dot_product_attention(x @ w[0], x @ w[1], x @ w[2]), r"case 1 \(B=1, T=1, D=4, Dk=2\): the output should be one array; got a tuple of 2 \(return only the output\)$"),
     (ex.check_single_head, _single_head_with_plain_transpose, r"raised ValueError: .*matmul.*Hint: on a \(B, T, Dk\) array, \.T reverses all three axes; swap only the last two"),
     (ex.check_single_head, lambda *a: 1 / 0, r"case 1 \(B=1, T=1, D=4, Dk=2\) raised ZeroDivisionError: division by zero$"),
-    (ex.check_head_parameter_count, lambda d_model, d_k: 4.0 * d_model * d_k, r"case 1 \(d_model=768, d_k=64\): the parameter count must be a positive integer; got 196608.0 of type float$"),
+    (ex.check_head_parameter_count, lambda d_model, d_k: 4.0 * d_model * d_k + 0.5, r"case 1 \(d_model=768, d_k=64\): the parameter count must be a positive integer; got 196608.5 of type float$"),
     (ex.check_head_parameter_count, lambda d_model, d_k: 2 * d_model * d_k, r"case 1 \(d_model=768, d_k=64\): got 98304, which is not the number of entries in W_q, W_k, W_v and W_o$"),
     (ex.check_batched_scores, lambda q, k: q @ k.T / np.sqrt(q.shape[-1]), r"case 2 \(q \(2, 5, 4\), k \(2, 5, 4\)\) raised ValueError: .*Hint: on a \(B, T, Dk\) array, \.T reverses"),
     (ex.check_batched_scores, lambda q, k: q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1]), r"case 1 .* raised ValueError: axes don't match array\. Hint: transpose\(0, 2, 1\) assumes exactly three axes"),
@@ -160,7 +160,10 @@ def test_wrong_answers_fail_with_the_first_bad_case(check, wrong, message):
 
 
 def test_checkers_reject_something_that_is_not_a_function():
-    with pytest.raises(ValueError, match=r"expected the function to check for stable softmax; got int"):
+    with pytest.raises(
+        ValueError,
+        match=r"expected the function to check for stable softmax \(pass the function itself, without calling it\); got int",
+    ):
         ex.check_stable_softmax(3)
 
 
@@ -183,3 +186,88 @@ def test_importing_the_checkers_loads_neither_torch_nor_matplotlib():
     code = "import sys, selfattention.exercises; print(sorted(m for m in ('torch', 'matplotlib') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]", result.stdout
+
+
+# --- Issue 11: the checkers judge the answer, not its type -------------------------------
+
+
+def _convert(answer, to):
+    """``answer``'s arrays in another form: "torch" (tensors that require grad), "list" or "tuple"."""
+    import torch
+
+    def one(value):
+        if isinstance(value, tuple):
+            return tuple(one(v) for v in value)
+        if not isinstance(value, np.ndarray):
+            return value
+        if to == "torch":
+            return torch.tensor(value, requires_grad=np.issubdtype(value.dtype, np.floating))
+        return value.tolist() if to == "list" else tuple(value.tolist()) if value.ndim == 1 else value.tolist()
+
+    return lambda *args: one(answer(*args))
+
+
+@pytest.mark.parametrize("form", ["torch", "list", "tuple"])
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.name)
+def test_a_correct_answer_passes_in_any_form(exercise, form):
+    result = exercise.check(_convert(exercise.reference, form))
+    assert result.passed, repr(result)
+
+
+def test_a_correct_count_passes_as_a_float_or_a_numpy_integer():
+    assert ex.check_head_parameter_count(lambda d_model, d_k: 4.0 * d_model * d_k)
+    assert ex.check_head_parameter_count(lambda d_model, d_k: np.int64(4 * d_model * d_k))
+    assert ex.check_score_memory.__doc__  # the other counting exercise exists too
+
+
+def test_a_correct_softmax_passes_whatever_its_dtype():
+    import torch
+
+    assert ex.check_stable_softmax(lambda x: torch.softmax(torch.as_tensor(x), dim=-1))
+    assert ex.check_stable_softmax(lambda x: softmax(np.asarray(x, dtype=np.float64)))
+
+
+def _in_place_softmax(x):
+    x -= x.max(axis=-1, keepdims=True)  # changes the caller's scores
+    np.exp(x, out=x)
+    x /= x.sum(axis=-1, keepdims=True)
+    return x
+
+
+def test_an_answer_that_changes_its_input_fails_and_says_so():
+    result = ex.check_stable_softmax(_in_place_softmax)
+    assert not result
+    assert re.search(r"case 1 \(small scores\): your function changed its argument `x` in place", repr(result))
+
+
+def test_an_answer_that_changes_a_state_dict_fails_without_crashing_the_checker():
+    def pops_a_weight(x, state):
+        state.pop("gamma")
+        return conv_self_attention_forward(x, {**state, "gamma": np.ones(1)})[0]
+
+    result = ex.check_conv_self_attention(pops_a_weight)
+    assert not result and "changed its argument `state` in place" in repr(result)
+
+    def wrong_and_pops(x, state):
+        state.clear()
+        return x
+
+    assert "changed its argument `state`" in repr(ex.check_conv_self_attention(wrong_and_pops))
+
+
+def test_the_conv_checker_passes_a_float32_answer():
+    result = ex.check_conv_self_attention(_in_float32(lambda x, state: conv_self_attention_forward(x, state)[0]))
+    assert result, repr(result)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda *a: None, r"should return a pair \(output, weights\); got NoneType"),
+        (lambda *a: ("a", "b"), r"the weights should be an array of numbers; got str"),
+        (lambda *a: (np.ones(3), np.full(3, np.nan)), r"the weights should have shape"),
+    ],
+)
+def test_odd_answers_fail_with_a_message(answer, message):
+    result = ex.check_single_query(answer)
+    assert not result and re.search(message, repr(result)), repr(result)

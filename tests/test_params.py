@@ -148,7 +148,10 @@ def test_state_dict_readers_match_the_module_readers():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: Linear(np.ones(3)), r"weight must be a 2-D \(d_in, d_out\) matrix with d_in, d_out >= 1; got shape \(3,\)"),
+        (
+            lambda: Linear(np.ones(3)),
+            r"weight must be a 2-D \(d_in, d_out\) matrix with d_in, d_out >= 1; got shape \(3,\)",
+        ),
         (
             lambda: Linear(np.ones((2, 3)), np.ones(2)),
             r"bias must have shape \(d_out,\) = \(3,\) for weight \(2, 3\); got \(2,\)",
@@ -157,7 +160,10 @@ def test_state_dict_readers_match_the_module_readers():
             lambda: Linear(np.ones((2, 3)))(np.ones((4, 3))),
             r"x must have 2 features in its last axis for this layer; got shape \(4, 3\)",
         ),
-        (lambda: LayerNormParams(np.ones((2, 2))), r"weight must be a vector of shape \(D,\) with D >= 1; got shape \(2, 2\)"),
+        (
+            lambda: LayerNormParams(np.ones((2, 2))),
+            r"weight must be a vector of shape \(D,\) with D >= 1; got shape \(2, 2\)",
+        ),
         (lambda: FeedForwardParams(Linear(np.ones((4, 6))), np.ones((6, 4))), r"down must be a Linear; got ndarray"),
         (
             lambda: AttentionParams(

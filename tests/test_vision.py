@@ -156,7 +156,16 @@ def test_patchify_order_is_rows_then_columns_and_channel_row_column_inside():
         (lambda: patchify(np.ones((3, 8, 8)), 0), r"patch_size must be a positive integer; got 0"),
         (
             lambda: patchify(np.ones((3, 224, 8)), 16),
-            r"the image size 224x8 is not a multiple of patch_size=16; crop or resize it to a multiple \(for example 224x16\)",
+            r"the image \(224x8\) is smaller than one patch \(16x16\); use patch_size <= 8 or a larger image",
+        ),
+        (
+            lambda: patchify(np.ones((3, 3, 3)), 4),
+            r"the image \(3x3\) is smaller than one patch \(4x4\); use patch_size <= 3 or a larger image",
+        ),
+        (
+            lambda: patchify(np.ones((3, 30, 36)), 16),
+            r"the image size 30x36 is not a multiple of patch_size=16; crop or resize it to a multiple "
+            r"\(for example 16x32\)",
         ),
         (
             lambda: ConvSelfAttention(4),

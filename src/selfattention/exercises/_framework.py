@@ -11,22 +11,28 @@ own hint.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .._validation import check_positive_int
+from .._validation import as_array, check_positive_int
 
 CaseList = list[tuple[str, tuple[Any, ...]]]  # [(description, arguments)]
 Compare = Callable[[Any, Any], "str | None"]  # (answer, expected) -> what is wrong, or None
 
 REGISTRY: dict[str, Exercise] = {}  # every declared exercise, by name
 
-# Loose enough for an answer computed in float32, tight enough to catch a wrong
-# scale, axis or transpose (those are off by 1e-2 or more).
+# How close an answer must be. Tight for float64 answers; for answers in float32
+# (or float16) loose enough for their rounding, with the absolute part scaled by
+# the answer's size. Both still catch a wrong scale, axis or transpose, which are
+# off by 1e-2 or more.
 RTOL, ATOL = 1e-5, 1e-6
+RTOL_FLOAT32, ATOL_FLOAT32 = 1e-4, 1e-5
 
 
 @dataclass(frozen=True, repr=False)
@@ -129,14 +135,19 @@ class Exercise:
         ValueError
             If ``candidate`` is not callable.
         """
-        if not callable(candidate):
-            raise ValueError(f"expected the function to check for {self.name}; got {type(candidate).__name__}")
+        if not callable(candidate) or isinstance(candidate, type):
+            raise ValueError(
+                f"expected the function to check for {self.name} (pass the function itself, without calling it); "
+                f"got {type(candidate).__name__}"
+            )
         cases = self.cases(np.random.default_rng(100 * self.chapter + self.number))
-        expected = [self.reference(*args) for _, args in cases]  # first: the candidate may change its arguments
+        expected = [self.reference(*copy.deepcopy(args)) for _, args in cases]
+        names = _parameter_names(candidate, max((len(args) for _, args in cases), default=0))
         for number, ((description, args), want) in enumerate(zip(cases, expected, strict=True), start=1):
             where = f"case {number} ({description})"
+            given = copy.deepcopy(args)  # fresh copies: a wrong answer cannot spoil the next case or the checker
             try:
-                got = candidate(*args)
+                got = candidate(*given)
             except NotImplementedError as exc:
                 raised_in = _innermost_code(exc)
                 if raised_in is None or raised_in is getattr(candidate, "__code__", None):
@@ -147,11 +158,69 @@ class Exercise:
                 hint = _hint_for_error(exc)
                 detail = f"{where} raised {type(exc).__name__}: {exc}"
                 return CheckResult(self.name, "FAIL", detail if hint is None else f"{detail}. Hint: {hint}")
-            problem = self.compare(got, want)
+            changed = next((i for i, (a, b) in enumerate(zip(args, given, strict=True)) if not _same(a, b)), None)
+            if changed is not None:
+                return CheckResult(
+                    self.name,
+                    "FAIL",
+                    f"{where}: your function changed its argument `{names[changed]}` in place; the caller's data must "
+                    "stay as it was, so work on a copy (for example `x = x - m` instead of `x -= m`)",
+                )
+            problem = self._compare(got, want)
             if problem is not None:
-                hint = next((m.hint for m in self.mistakes if self.compare(got, m.answer(*args)) is None), None)
+                hint = next((m.hint for m in self.mistakes if self._matches(got, m, args)), None)
                 return CheckResult(self.name, "FAIL", f"{where}: {problem}" + ("" if hint is None else f". {hint}"))
         return CheckResult(self.name, "PASS", f"matches the reference on all {len(cases)} cases")
+
+    def _compare(self, got: Any, want: Any) -> str | None:
+        try:
+            return self.compare(got, want)
+        except Exception as exc:  # an answer of a shape or type no comparison foresaw
+            return f"could not compare your answer ({type(got).__name__}) with the reference: {exc}"
+
+    def _matches(self, got: Any, mistake: Mistake, args: tuple[Any, ...]) -> bool:
+        try:
+            return self.compare(got, mistake.answer(*copy.deepcopy(args))) is None
+        except Exception:
+            return False
+
+
+def _parameter_names(function: Callable[..., Any], count: int) -> list[str]:
+    """The names of ``function``'s first ``count`` parameters, for messages; "argument N" where unknown."""
+    try:
+        names = [p.name for p in inspect.signature(function).parameters.values()]
+    except (TypeError, ValueError):
+        names = []
+    return [names[i] if i < len(names) else f"argument {i + 1}" for i in range(count)]
+
+
+def _same(before: Any, after: Any) -> bool:
+    """Whether an argument is unchanged: arrays element for element, dicts, sequences and containers recursively."""
+    if isinstance(before, np.ndarray):
+        return (
+            isinstance(after, np.ndarray)
+            and before.shape == after.shape
+            and before.dtype == after.dtype
+            and np.array_equal(before, after, equal_nan=True)
+        )
+    if isinstance(before, dict):
+        return (
+            isinstance(after, dict)
+            and before.keys() == after.keys()
+            and all(_same(before[k], after[k]) for k in before)
+        )
+    if isinstance(before, (list, tuple)):
+        return type(before) is type(after) and len(before) == len(after) and all(map(_same, before, after))
+    if dataclasses.is_dataclass(before) and not isinstance(before, type):
+        return type(before) is type(after) and all(
+            _same(getattr(before, f.name), getattr(after, f.name)) for f in dataclasses.fields(before)
+        )
+    if type(before).__module__.split(".")[0] == "torch" and hasattr(before, "detach"):
+        return _same(before.detach().cpu().numpy(), after.detach().cpu().numpy())
+    try:
+        return bool(before == after)
+    except Exception:
+        return True  # an object that cannot say whether it changed is taken as unchanged
 
 
 def _innermost_code(exc: BaseException) -> Any:
@@ -180,23 +249,41 @@ def _hint_for_error(exc: Exception) -> str | None:
     return None
 
 
-def _compare_array(got: Any, expected: np.ndarray, name: str) -> str | None:
-    if isinstance(got, tuple):
-        return f"the {name} should be one array; got a tuple of {len(got)} (return only the {name})"
+def answer_array(got: Any) -> np.ndarray | None:
+    """The learner's answer as a NumPy array of numbers, whatever its form, or None if it is not one.
+
+    NumPy arrays, torch tensors (with or without gradients), lists and tuples
+    of numbers, and scalars are all answers.
+    """
     try:
-        got = np.asarray(got, dtype=np.float64)
-    except (TypeError, ValueError):
-        return f"the {name} should be an array of numbers; got {type(got).__name__}"
+        array = as_array(got, "the answer")
+    except ValueError:
+        return None
+    return array if array.dtype.kind in "biuf" else None
+
+
+def _compare_array(got: Any, expected: np.ndarray, name: str) -> str | None:
+    answer = answer_array(got)
     plural = name.endswith("s")  # "the weights do", "the output does"
-    if got.shape != expected.shape:
-        return f"the {name} should have shape {expected.shape}; got {got.shape}"
-    if not np.isfinite(got).all():
+    if answer is None or (isinstance(got, tuple) and answer.shape != expected.shape):
+        if isinstance(got, tuple):
+            return f"the {name} should be one array; got a tuple of {len(got)} (return only the {name})"
+        return f"the {name} should be an array of numbers; got {type(got).__name__}"
+    if answer.shape != expected.shape:
+        return f"the {name} should have shape {expected.shape}; got {answer.shape}"
+    low_precision = answer.dtype in (np.float32, np.float16)
+    answer = answer.astype(np.float64)
+    if not np.isfinite(answer).all():
         return (
             f"the {name} {'contain' if plural else 'contains'} NaN or inf: did an exponential overflow to inf, "
             "or did a whole row underflow to 0 so that 0/0 = NaN? Subtract each row's own maximum"
         )
-    if not np.allclose(got, expected, rtol=RTOL, atol=ATOL):
-        worst = float(np.max(np.abs(got - expected)))
+    if low_precision:
+        rtol, atol = RTOL_FLOAT32, ATOL_FLOAT32 * max(1.0, float(np.max(np.abs(expected), initial=0.0)))
+    else:
+        rtol, atol = RTOL, ATOL
+    if not np.allclose(answer, expected, rtol=rtol, atol=atol):
+        worst = float(np.max(np.abs(answer - expected)))
         return f"the {name} {'do' if plural else 'does'} not match the reference; the largest difference is {worst:.3g}"
     return None
 
@@ -208,9 +295,9 @@ def compare_array(name: str) -> Compare:
 
 def compare_pair(got: Any, expected: tuple[np.ndarray, np.ndarray]) -> str | None:
     """Compare a returned ``(output, weights)`` pair, weights first: they are nearer the cause."""
-    if not isinstance(got, tuple) or len(got) != 2:
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
         return f"should return a pair (output, weights); got {type(got).__name__}"
-    out, weights = (np.shape(value) for value in got)
+    out, weights = (np.shape(value) if answer_array(value) is None else answer_array(value).shape for value in got)
     if out == expected[1].shape and weights == expected[0].shape and out != weights:
         return "the pair looks swapped: return (output, weights), output first"
     return _compare_array(got[1], expected[1], "weights") or _compare_array(got[0], expected[0], "output")
@@ -220,6 +307,9 @@ def compare_count(name: str, wrong: str) -> Compare:
     """Compare a returned positive integer, the ``name`` ("the number of bytes"); ``wrong`` formats ``{got}``."""
 
     def compare(got: Any, expected: int) -> str | None:
+        answer = answer_array(got)
+        if answer is not None and answer.ndim == 0 and answer.dtype.kind == "f" and float(answer).is_integer():
+            got = int(answer)  # 196608.0 is the right count, written as a float
         try:
             got = check_positive_int(got, name)
         except ValueError as exc:

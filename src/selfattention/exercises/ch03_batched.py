@@ -10,7 +10,7 @@ import numpy as np
 
 from ..attention import scaled_dot_product_attention, self_attention
 from ..masks import causal_mask
-from ._framework import CaseList, CheckResult, Exercise, Mistake, compare_array, compare_pair
+from ._framework import CaseList, CheckResult, Exercise, Mistake, answer_array, compare_array, compare_pair
 
 __all__ = ["check_batched_scores", "check_additive_mask", "check_self_attention"]
 
@@ -54,7 +54,9 @@ def _additive_mask_cases(rng: np.random.Generator) -> CaseList:
 
 
 def _compare_mask(got: Any, expected: np.ndarray) -> str | None:
-    got = np.asarray(got)
+    got = answer_array(got)
+    if got is None:
+        return "the mask should be an array of numbers"
     if got.shape != expected.shape:
         return f"the mask should have shape {expected.shape}; got {got.shape}"
     if not np.issubdtype(got.dtype, np.floating):

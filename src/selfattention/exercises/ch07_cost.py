@@ -23,7 +23,7 @@ def _online_softmax_cases(rng: np.random.Generator) -> CaseList:
 
 
 def _compare_online_step(got: Any, expected: tuple[np.ndarray, np.ndarray, np.ndarray]) -> str | None:
-    if not isinstance(got, tuple) or len(got) != 3:
+    if not isinstance(got, (tuple, list)) or len(got) != 3:
         return f"should return a tuple (m, l, o); got {type(got).__name__}"
     names = ("new maximum m", "new sum l", "new output o")
     problems = (compare_array(name)(value, ref) for name, value, ref in zip(names, got, expected, strict=True))
