@@ -259,3 +259,93 @@ def test_final_norm_eps_matches_torch():
     actual = sa.encoder_stack(X, layers, 2, final_norm=final, final_norm_eps=0.5)
     testing.assert_parity(actual, expected)
     assert not np.allclose(sa.encoder_stack(X, layers, 2, final_norm=final), expected, atol=1e-3)
+
+
+# --- vision modules, their NumPy twins, and the state-dict readers ---------------------------
+
+
+def _state(module):
+    return sa.numpy_state_dict(module)
+
+
+_MHA_STATE = _state(torch.nn.MultiheadAttention(12, 2))
+_T2T_STATE = _state(sa.T2TAttention(49, 64))
+_CONV_STATE = _state(sa.ConvSelfAttention(16))
+_GQA = sa.AttentionParams(
+    sa.Linear(np.ones((8, 8))), sa.Linear(np.ones((8, 4))), sa.Linear(np.ones((8, 4))), sa.Linear(np.ones((8, 8)))
+)
+
+VISION_AND_INTEROP = [
+    (
+        lambda: sa.PatchAttentionBlock(3, 4, 8)(torch.ones(1, 3, 8, 8, dtype=torch.float64)),
+        r"PatchAttentionBlock's weights are torch.float32 but x is torch.float64; call module.double\(\)",
+    ),
+    (
+        lambda: sa.ConvSelfAttention(16)(torch.ones(1, 16, 2, 2, dtype=torch.float64)),
+        r"ConvSelfAttention's weights are torch.float32 but x is torch.float64",
+    ),
+    (lambda: sa.T2TAttention(49, 64)(np.ones((1, 3, 49))), r"T2TAttention expects a torch.Tensor; got ndarray"),
+    (
+        lambda: sa.patch_attention_forward(np.ones((1, 3, 8, 8)), _state(sa.PatchAttentionBlock(3, 4, 8)), 2),
+        r"params\['proj.weight'\] has shape \(8, 3, 4, 4\), a 4x4 patch kernel, but patch_size=2",
+    ),
+    (
+        lambda: sa.patch_attention_forward(np.ones((1, 1, 8, 8)), _state(sa.PatchAttentionBlock(3, 4, 8)), 4),
+        r"x has 1 channels but the weights are for C=3 \(the patch embedding reads 48 = C\*4\*4",
+    ),
+    (
+        lambda: sa.attention_from_state_dict({**_MHA_STATE, "in_proj_weight": _MHA_STATE["in_proj_weight"].T}),
+        r"in_proj_weight must have shape \(3\*D, D\) .* got \(12, 36\) \(in_proj_weight looks transposed",
+    ),
+    (
+        lambda: sa.attention_from_state_dict({**_MHA_STATE, "in_proj_weight": np.ones(36)}),
+        r"in_proj_weight must have shape \(3\*D, D\) in PyTorch's layout; got \(36,\)",
+    ),
+    (
+        lambda: sa.attention_from_state_dict({**_MHA_STATE, "in_proj_weight": np.float64(1.0)}),
+        r"in_proj_weight must have shape .* got \(\)",
+    ),
+    (
+        lambda: sa.attention_from_state_dict({**_MHA_STATE, "out_proj.bias": np.ones(5)}),
+        r"out_proj.bias must have shape \(d_out,\) = \(12,\) for out_proj.weight of shape \(12, 12\); got \(5,\)",
+    ),
+    (
+        lambda: sa.attention_from_state_dict({**_MHA_STATE, "out_proj.weight": np.full((12, 12), np.nan)}),
+        r"out_proj.weight must hold only finite numbers",
+    ),
+    (lambda: sa.attention_from_state_dict({"x": 1}), r"state is missing \['in_proj_weight', .* it holds \['x'\]"),
+    (lambda: sa.attention_from_state_dict(_MHA_STATE, prefix=1), r"prefix must be a string"),
+    (
+        lambda: sa.attention_params(torch.nn.MultiheadAttention(4, 2, device="meta")),
+        r"in_proj_weight is a torch tensor on the 'meta' device",
+    ),
+    (
+        lambda: sa.t2t_attention_from_state_dict({**_T2T_STATE, "qkv.weight": _T2T_STATE["qkv.weight"].T}),
+        r"qkv.weight must have shape \(3\*W, d_in\) .* got \(49, 192\) \(qkv.weight looks transposed",
+    ),
+    (
+        lambda: sa.conv_attention_from_state_dict({**_CONV_STATE, "q.weight": np.ones((2, 16, 3, 3))}),
+        r"q.weight must have shape \(d_out, d_in, 1, 1\) in PyTorch's layout; got \(2, 16, 3, 3\)",
+    ),
+    (
+        lambda: sa.PatchAttentionParams(sa.Linear(np.ones((48, 8))), _GQA),
+        r"the block has one attention head of width E=8: q, k, v and out must all map E -> E",
+    ),
+    (
+        lambda: sa.t2t_attention_forward(np.ones((1, 3, 8)), _GQA, 2),
+        r"T2T attention needs q, k and v of the same width",
+    ),
+]
+
+
+@pytest.mark.parametrize(("call", "message"), VISION_AND_INTEROP)
+def test_vision_and_interop_bad_input_gets_a_clear_value_error(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_a_bfloat16_module_is_read_as_float32():
+    module = torch.nn.MultiheadAttention(4, 2).to(torch.bfloat16)
+    params = sa.attention_params(module)
+    assert params.q.weight.dtype == np.float32
+    np.testing.assert_array_equal(params.w_out, module.out_proj.weight.detach().float().numpy().T)

@@ -18,7 +18,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import as_float_array, check_head_split, check_image_size, check_positive_int, check_real_scalar
+from ._validation import (
+    as_array,
+    as_float_array,
+    check_all_finite,
+    check_head_split,
+    check_image_size,
+    check_positive_int,
+    check_real_scalar,
+)
 from .attention import scaled_dot_product_attention
 from .multihead import merge_heads, split_heads
 from .params import AttentionParams, Linear, _Container, _set, project_qkv
@@ -97,6 +105,13 @@ class PatchAttentionParams(_Container):
                 f"the attention must read the E={self.patch.d_out} features of the patch embedding; "
                 f"it reads {self.attention.d_model}"
             )
+        a = self.attention
+        if not a.q.d_out == a.k.d_out == a.v.d_out == a.out.d_in == a.out.d_out == self.patch.d_out:
+            raise ValueError(
+                f"the block has one attention head of width E={self.patch.d_out}: q, k, v and out must all map "
+                f"E -> E; got q {a.q.weight.shape}, k {a.k.weight.shape}, v {a.v.weight.shape}, "
+                f"out {a.out.weight.shape}"
+            )
 
 
 @dataclass(frozen=True)
@@ -127,6 +142,7 @@ class ConvAttentionParams(_Container):
         gamma = as_float_array(self.gamma, "gamma")
         if gamma.shape != (1,):
             raise ValueError(f"gamma must have shape (1,); got {gamma.shape}")
+        check_all_finite(gamma, "gamma")
         _set(self, "gamma", gamma)
 
 
@@ -144,12 +160,14 @@ def _params(params: Any, kind: type, reader: str, module: str) -> Any:
     )
 
 
-def _check_images(x: ArrayLike, channels: int) -> np.ndarray:
+def _check_images(x: ArrayLike, channels: int, why: str = "") -> np.ndarray:
     x = as_float_array(x, "x")
     if x.ndim != 4:
         raise ValueError(f"x must have shape (B, C, H, W); got shape {x.shape}")
     if x.shape[1] != channels:
-        raise ValueError(f"x has {x.shape[1]} channels but the weights are for C={channels}; got shape {x.shape}")
+        raise ValueError(f"x has {x.shape[1]} channels but the weights are for C={channels}{why}; got shape {x.shape}")
+    if 0 in x.shape:
+        raise ValueError(f"x needs at least one image, channel and pixel; got shape {x.shape}")
     return x
 
 
@@ -181,12 +199,22 @@ def patch_attention_forward(
     -----
     See chapter 6.
     """
-    p = _params(params, PatchAttentionParams, "patch_attention_from_state_dict", "PatchAttentionBlock")
     patch = check_positive_int(patch_size, "patch_size")
+    if isinstance(params, Mapping) and "proj.weight" in params:
+        kernel = np.shape(as_array(params["proj.weight"], "params['proj.weight']"))  # (E, C, p, p)
+        if len(kernel) == 4 and kernel[2:] != (patch, patch):
+            raise ValueError(
+                f"params['proj.weight'] has shape {kernel}, a {kernel[2]}x{kernel[3]} patch kernel, "
+                f"but patch_size={patch}; pass patch_size={kernel[2]} or the state of a block built for {patch}"
+            )
+    p = _params(params, PatchAttentionParams, "patch_attention_from_state_dict", "PatchAttentionBlock")
     channels, remainder = divmod(p.patch.d_in, patch * patch)
     if remainder:
-        raise ValueError(f"the patch embedding reads {p.patch.d_in} numbers, not C*p*p for patch_size={patch}")
-    x = _check_images(x, channels)
+        raise ValueError(
+            f"the patch embedding reads {p.patch.d_in} numbers per patch, which is not C*{patch}*{patch} for "
+            f"any channel count C: were the weights made for another patch_size than {patch}?"
+        )
+    x = _check_images(x, channels, f" (the patch embedding reads {p.patch.d_in} = C*{patch}*{patch} numbers per patch)")
     tokens = p.patch(patchify(x, patch))  # (B, N, E)
     out, weights = scaled_dot_product_attention(*project_qkv(tokens, p.attention))  # scale 1/sqrt(E)
     return p.attention.out(out), weights
@@ -268,6 +296,12 @@ def t2t_attention_forward(
     x = as_float_array(x, "x")
     if x.ndim != 3 or x.shape[-1] != p.d_model:
         raise ValueError(f"x must have shape (B, N, dim={p.d_model}); got shape {x.shape}")
+    if not p.q.d_out == p.k.d_out == p.v.d_out == p.out.d_in == p.out.d_out:
+        raise ValueError(
+            "T2T attention needs q, k and v of the same width chan and out mapping chan -> chan (its skip "
+            f"connection adds v to the output); got q {p.q.weight.shape}, k {p.k.weight.shape}, "
+            f"v {p.v.weight.shape}, out {p.out.weight.shape}"
+        )
     H = num_heads
     head_dim = check_head_split(p.q.d_out, H, "chan")
     scale = head_dim**-0.5 if qk_scale is None else check_real_scalar(qk_scale, "qk_scale")

@@ -17,13 +17,29 @@ from ._validation import check_bool, check_head_split, check_image_size, check_p
 __all__ = ["PatchAttentionBlock", "ConvSelfAttention", "T2TAttention"]
 
 
-def _check_image_input(x: torch.Tensor, in_channels: int, name: str) -> None:
+def _check_tensor(x: torch.Tensor, module: nn.Module, name: str) -> None:
+    """Raise unless ``x`` is a floating tensor of the module's own dtype (torch does not convert)."""
     if not isinstance(x, torch.Tensor):
-        raise ValueError(f"{name} expects a torch.Tensor; got {type(x).__name__}")
+        raise ValueError(f"{name} expects a torch.Tensor; got {type(x).__name__} (use torch.as_tensor(x))")
+    weight = next(module.parameters())
+    if x.dtype != weight.dtype:
+        convert = {torch.float64: ".double()", torch.float32: ".float()", torch.float16: ".half()"}.get(x.dtype)
+        advice = f"call module{convert} to match x, or " if convert else ""
+        raise ValueError(
+            f"{name}'s weights are {weight.dtype} but x is {x.dtype}; {advice}convert x with x.to({weight.dtype})"
+        )
+    if x.device != weight.device:
+        raise ValueError(f"{name}'s weights are on {weight.device} but x is on {x.device}; move one to the other")
+
+
+def _check_image_input(x: torch.Tensor, module: nn.Module, in_channels: int, name: str) -> None:
+    _check_tensor(x, module, name)
     if x.ndim != 4:
         raise ValueError(f"{name} expects input of shape (B, C, H, W); got {x.ndim} axes, shape {tuple(x.shape)}")
     if x.shape[1] != in_channels:
         raise ValueError(f"{name} was built for {in_channels} input channels; got {x.shape[1]}")
+    if 0 in x.shape:
+        raise ValueError(f"{name} needs at least one image, channel and pixel; got shape {tuple(x.shape)}")
 
 
 class PatchAttentionBlock(nn.Module):
@@ -63,7 +79,7 @@ class PatchAttentionBlock(nn.Module):
         self.to_out = nn.Linear(embed_dim, embed_dim)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_image_input(x, self.in_channels, "PatchAttentionBlock")
+        _check_image_input(x, self, self.in_channels, "PatchAttentionBlock")
         check_image_size(*x.shape[-2:], self.patch_size)
         tokens = self.proj(x).flatten(2).transpose(1, 2)  # (B, E, H/p, W/p) -> (B, N, E)
         q, k, v = self.to_q(tokens), self.to_k(tokens), self.to_v(tokens)  # each (B, N, E)
@@ -114,7 +130,7 @@ class ConvSelfAttention(nn.Module):
         self.gamma = nn.Parameter(torch.zeros(1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        _check_image_input(x, self.in_channels, "ConvSelfAttention")
+        _check_image_input(x, self, self.in_channels, "ConvSelfAttention")
         B, C, H, W = x.shape
         q = self.q(x).reshape(B, -1, H * W).transpose(1, 2)  # (B, N, C/8)
         k = self.k(x).reshape(B, -1, H * W)  # (B, C/8, N)
@@ -171,9 +187,8 @@ class T2TAttention(nn.Module):
         self.proj = nn.Linear(chan, chan)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not isinstance(x, torch.Tensor):
-            raise ValueError(f"T2TAttention expects a torch.Tensor; got {type(x).__name__}")
-        if x.ndim != 3 or x.shape[-1] != self.dim:
+        _check_tensor(x, self, "T2TAttention")
+        if x.ndim != 3 or x.shape[-1] != self.dim or 0 in x.shape:
             raise ValueError(f"T2TAttention expects input of shape (B, N, dim={self.dim}); got shape {tuple(x.shape)}")
         B, N, _ = x.shape
         qkv = self.qkv(x).reshape(B, N, 3, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)  # (3, B, H, N, Dh)

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import as_array
 from ..encoder import EncoderParams
 from ..params import AttentionParams
 from .state_dict import attention_from_state_dict, encoder_from_state_dict
@@ -39,7 +40,8 @@ def numpy_state_dict(module: Any) -> dict[str, np.ndarray]:
     See chapter 6 (the NumPy twins of the vision modules read these).
     """
     _require_module(module, "Module")
-    return {name: tensor.detach().cpu().numpy().copy() for name, tensor in module.state_dict().items()}
+    # as_array reads bfloat16 as float32 and refuses a 'meta' tensor, which holds no values
+    return {name: np.array(as_array(tensor, name)) for name, tensor in module.state_dict().items()}
 
 
 def attention_params(module: Any) -> AttentionParams:

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import as_float_array
+from .._validation import as_float_array, check_all_finite
 from ..encoder import EncoderParams
-from ..params import AttentionParams, FeedForwardParams, LayerNormParams
+from ..params import AttentionParams, FeedForwardParams, LayerNormParams, Linear
 from ..vision import ConvAttentionParams, PatchAttentionParams
 from .layout import linear_from_torch
 
@@ -34,12 +34,63 @@ def _arrays(state: Any, required: list[str], optional: list[str], module: str) -
         raise ValueError(f"state must be a mapping of parameter names to arrays; got {type(state).__name__}")
     missing = [name for name in required if name not in state]
     if missing:
-        raise ValueError(f"state is missing {missing} for {module}; expected the keys {required}")
-    return {name: as_float_array(state[name], name) if name in state else None for name in required + optional}
+        found = sorted(map(str, state))[:12]
+        raise ValueError(
+            f"state is missing {missing} for {module}; expected the keys {required}; it holds {found}"
+            + (" ..." if len(state) > 12 else "")
+        )
+    arrays = {name: as_float_array(state[name], name) if name in state else None for name in required + optional}
+    for name, array in arrays.items():
+        if array is not None:
+            check_all_finite(array, name)
+    return arrays
 
 
-def _fused_attention(weight: np.ndarray, bias: np.ndarray | None, out: Any) -> AttentionParams:
+def _linear(a: dict[str, np.ndarray | None], weight_key: str, bias_key: str, kernel: tuple[int, ...] = ()) -> Linear:
+    """``a[weight_key]`` (PyTorch's ``(d_out, d_in, *kernel)``) and its bias as a Linear; messages name the keys."""
+    weight, bias = a[weight_key], a.get(bias_key)
+    assert weight is not None
+    layout = f"(d_out, d_in{', ' + ', '.join(map(str, kernel)) if kernel else ''})"
+    if weight.ndim != 2 + len(kernel) or 0 in weight.shape or weight.shape[2:] != kernel:
+        raise ValueError(f"{weight_key} must have shape {layout} in PyTorch's layout; got {weight.shape}")
+    if bias is not None and bias.shape != (weight.shape[0],):
+        transposed = bias.shape == (weight.shape[1],) and weight.shape[0] != weight.shape[1]
+        raise ValueError(
+            f"{bias_key} must have shape (d_out,) = ({weight.shape[0]},) for {weight_key} of shape {weight.shape}; "
+            f"got {bias.shape}"
+            + (f" ({weight_key} looks transposed: PyTorch stores (d_out, d_in))" if transposed else "")
+        )
+    return linear_from_torch(weight, bias)
+
+
+def _fused_attention(
+    a: dict[str, np.ndarray | None], weight_key: str, bias_key: str, out: Linear, square: bool
+) -> AttentionParams:
     """Split a fused ``(3*W, d_in)`` projection, rows [q; k; v], into an AttentionParams."""
+    weight, bias = a[weight_key], a.get(bias_key)
+    assert weight is not None
+    rows = "(3*D, D)" if square else "(3*W, d_in)"
+    looks_transposed = (
+        weight.ndim == 2
+        and weight.shape[1] % 3 == 0
+        and (weight.shape[0] % 3 != 0 or (square and weight.shape[1] == 3 * weight.shape[0]))
+    )
+    wrong = (
+        weight.ndim != 2
+        or 0 in weight.shape
+        or weight.shape[0] % 3
+        or (square and weight.shape[0] != 3 * weight.shape[1])
+    )
+    if wrong:
+        hint = f" ({weight_key} looks transposed: PyTorch stores the rows [W_q; W_k; W_v])" if looks_transposed else ""
+        raise ValueError(f"{weight_key} must have shape {rows} in PyTorch's layout; got {weight.shape}{hint}")
+    if bias is not None and bias.shape != (weight.shape[0],):
+        raise ValueError(
+            f"{bias_key} must have shape ({weight.shape[0]},) for {weight_key} {weight.shape}; got {bias.shape}"
+        )
+    width = weight.shape[0] // 3
+    if out.d_in != width:
+        raise ValueError(f"the output projection must read the {width} features of the heads; it reads {out.d_in}")
     weights = np.split(weight, 3, axis=0)  # each (W, d_in)
     biases = np.split(bias, 3) if bias is not None else [None] * 3
     q, k, v = (linear_from_torch(w, b) for w, b in zip(weights, biases, strict=True))
@@ -69,10 +120,12 @@ def attention_from_state_dict(state: Mapping[str, Any], prefix: str = "") -> Att
     -----
     See chapter 4.
     """
+    if not isinstance(prefix, str):
+        raise ValueError(f"prefix must be a string such as 'self_attn.'; got {type(prefix).__name__}")
     names = [f"{prefix}in_proj_weight", f"{prefix}out_proj.weight"]
     a = _arrays(state, names, [f"{prefix}in_proj_bias", f"{prefix}out_proj.bias"], "nn.MultiheadAttention")
-    out = linear_from_torch(a[f"{prefix}out_proj.weight"], a[f"{prefix}out_proj.bias"])
-    return _fused_attention(a[f"{prefix}in_proj_weight"], a[f"{prefix}in_proj_bias"], out)
+    out = _linear(a, f"{prefix}out_proj.weight", f"{prefix}out_proj.bias")
+    return _fused_attention(a, f"{prefix}in_proj_weight", f"{prefix}in_proj_bias", out, square=True)
 
 
 def encoder_from_state_dict(state: Mapping[str, Any], prefix: str = "") -> EncoderParams:
@@ -98,6 +151,8 @@ def encoder_from_state_dict(state: Mapping[str, Any], prefix: str = "") -> Encod
     -----
     See chapter 5.
     """
+    if not isinstance(prefix, str):
+        raise ValueError(f"prefix must be a string such as 'layers.0.'; got {type(prefix).__name__}")
     layers = ("linear1", "linear2", "norm1", "norm2")
     a = _arrays(
         state,
@@ -108,8 +163,8 @@ def encoder_from_state_dict(state: Mapping[str, Any], prefix: str = "") -> Encod
     return EncoderParams(
         attention=attention_from_state_dict(state, f"{prefix}self_attn."),
         feed_forward=FeedForwardParams(
-            linear_from_torch(a[f"{prefix}linear1.weight"], a[f"{prefix}linear1.bias"]),  # (D, F)
-            linear_from_torch(a[f"{prefix}linear2.weight"], a[f"{prefix}linear2.bias"]),  # (F, D)
+            _linear(a, f"{prefix}linear1.weight", f"{prefix}linear1.bias"),  # (D, F)
+            _linear(a, f"{prefix}linear2.weight", f"{prefix}linear2.bias"),  # (F, D)
         ),
         norm1=LayerNormParams(a[f"{prefix}norm1.weight"], a[f"{prefix}norm1.bias"]),
         norm2=LayerNormParams(a[f"{prefix}norm2.weight"], a[f"{prefix}norm2.bias"]),
@@ -126,7 +181,13 @@ def patch_attention_from_state_dict(state: Mapping[str, Any]) -> PatchAttentionP
     """
     layers = ("proj", "to_q", "to_k", "to_v", "to_out")
     a = _arrays(state, [f"{n}.{kind}" for n in layers for kind in ("weight", "bias")], [], "PatchAttentionBlock")
-    proj, q, k, v, out = (linear_from_torch(a[f"{n}.weight"], a[f"{n}.bias"]) for n in layers)
+    kernel = a["proj.weight"].shape[2:]  # (p, p): any patch size; the check below wants both axes
+    if len(kernel) != 2 or kernel[0] != kernel[1]:
+        raise ValueError(
+            f"proj.weight must have shape (E, C, p, p), a square patch kernel; got {a['proj.weight'].shape}"
+        )
+    proj = _linear(a, "proj.weight", "proj.bias", kernel)
+    q, k, v, out = (_linear(a, f"{n}.weight", f"{n}.bias") for n in layers[1:])
     return PatchAttentionParams(patch=proj, attention=AttentionParams(q, k, v, out))
 
 
@@ -140,7 +201,7 @@ def conv_attention_from_state_dict(state: Mapping[str, Any]) -> ConvAttentionPar
     """
     names = ["q.weight", "q.bias", "k.weight", "k.bias", "v.weight", "v.bias", "gamma"]
     a = _arrays(state, names, [], "ConvSelfAttention")
-    q, k, v = (linear_from_torch(a[f"{n}.weight"], a[f"{n}.bias"]) for n in "qkv")  # 1x1 convolutions
+    q, k, v = (_linear(a, f"{n}.weight", f"{n}.bias", (1, 1)) for n in "qkv")  # 1x1 convolutions
     return ConvAttentionParams(q=q, k=k, v=v, gamma=a["gamma"])
 
 
@@ -153,4 +214,4 @@ def t2t_attention_from_state_dict(state: Mapping[str, Any]) -> AttentionParams:
         If ``state`` is not a mapping or lacks a weight. See chapter 6.
     """
     a = _arrays(state, ["qkv.weight", "proj.weight", "proj.bias"], ["qkv.bias"], "T2TAttention")
-    return _fused_attention(a["qkv.weight"], a["qkv.bias"], linear_from_torch(a["proj.weight"], a["proj.bias"]))
+    return _fused_attention(a, "qkv.weight", "qkv.bias", _linear(a, "proj.weight", "proj.bias"), square=False)
