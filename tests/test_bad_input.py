@@ -349,3 +349,22 @@ def test_a_bfloat16_module_is_read_as_float32():
     params = sa.attention_params(module)
     assert params.q.weight.dtype == np.float32
     np.testing.assert_array_equal(params.w_out, module.out_proj.weight.detach().float().numpy().T)
+
+
+# --- plotting ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("cmap", [["viridis"], "no-such-map", None, np.ones(2)])
+def test_plot_helpers_refuse_an_unknown_cmap(cmap):
+    with pytest.raises(ValueError, match=r"cmap must be the name of a matplotlib colour map"):
+        sa.plot_attention(np.full((2, 2), 0.5), cmap=cmap)
+    with pytest.raises(ValueError, match=r"cmap must be the name of a matplotlib colour map"):
+        sa.plot_token_grid(np.ones(4), (2, 2), cmap=cmap)
+
+
+def test_plot_mask_reads_a_tensor_that_requires_grad():
+    import matplotlib.pyplot as plt
+
+    mask = torch.zeros(3, 3, requires_grad=True)
+    assert sa.plot_mask(mask) is not None
+    plt.close("all")

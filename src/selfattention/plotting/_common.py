@@ -89,9 +89,22 @@ def heatmap(
     return image
 
 
-def weight_scale(weights: np.ndarray, cmap: str) -> dict[str, Any]:
+def weight_scale(weights: np.ndarray, cmap: Any) -> dict[str, Any]:
     """``imshow`` options for attention weights: ``cmap``, from 0 to the largest weight (above 0 if all are 0)."""
-    return {"cmap": cmap, "vmin": 0.0, "vmax": max(float(weights.max()), 1e-12)}
+    return {"cmap": check_cmap(cmap), "vmin": 0.0, "vmax": max(float(weights.max()), 1e-12)}
+
+
+def check_cmap(cmap: Any) -> Any:
+    """Return ``cmap`` if it names one of matplotlib's colour maps or is a ``Colormap``; raise otherwise."""
+    from matplotlib import colormaps
+    from matplotlib.colors import Colormap
+
+    if isinstance(cmap, Colormap) or (isinstance(cmap, str) and cmap in colormaps):
+        return cmap
+    raise ValueError(
+        f"cmap must be the name of a matplotlib colour map (for example 'viridis', 'magma' or 'Blues') "
+        f"or a Colormap; got {cmap!r}"
+    )
 
 
 def axes_for(ax: Any, figsize: tuple[float, float]) -> Axes:

@@ -15,6 +15,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._validation import (
+    as_array,
     as_float_array,
     check_bool,
     check_finite,
@@ -25,6 +26,7 @@ from .._validation import (
 from ._common import (
     as_plottable,
     axes_for,
+    check_cmap,
     check_image,
     check_labels,
     check_pair,
@@ -173,7 +175,9 @@ def plot_token_grid(
     check_text(colorbar_label, "colorbar_label")
     ax = axes_for(ax, (5, 4.2))
     grid = values.reshape(rows, cols)  # row-major, as the patches were flattened
-    heatmap(ax, grid, title=title, xlabel="patch column", ylabel="patch row", colorbar=colorbar_label, cmap=cmap)
+    heatmap(
+        ax, grid, title=title, xlabel="patch column", ylabel="patch row", colorbar=colorbar_label, cmap=check_cmap(cmap)
+    )
     return ax
 
 
@@ -213,7 +217,7 @@ def plot_mask(
     See chapter 3 (the causal mask, and where ``is_causal`` puts it when
     T < S).
     """
-    mask = np.asarray(mask)
+    mask = as_array(mask, "mask")
     if mask.ndim != 2 or mask.size == 0:
         raise ValueError(f"mask must be a 2-D (T, S) matrix; got shape {mask.shape}")
     if mask.dtype == np.bool_:
