@@ -145,6 +145,9 @@ BAD_INPUT = [
         r"in_place must be True or False; got 1",
     ),
     (lambda: sa.repeat_kv_heads(np.ones((2, 3, 4)), 2**70), r"repeats=.* would make .* numbers"),
+    (lambda: sa.measure.best_time(lambda: None, repeats=2**70), r"repeats must be at most 1,000,000"),
+    (lambda: sa.T2TAttention(2**70, 4), r"dim must be at most 1,048,576"),
+    (lambda: sa.PatchAttentionBlock(3, 4, embed_dim=2**40), r"embed_dim must be at most"),
     # --- the testing helpers ------------------------------------------------------------
     (lambda: testing.to_torch(np.ones(2), "abc"), r"arrays\[1\] must hold numbers or booleans; got dtype <U3"),
     (lambda: testing.tolerance(None), r"dtype must be float16, float32 or float64; got None"),

@@ -7,6 +7,7 @@ diagnostics, and answers that match no declared mistake.
 
 from __future__ import annotations
 
+import copy
 import re
 import subprocess
 import sys
@@ -270,4 +271,91 @@ def test_the_conv_checker_passes_a_float32_answer():
 )
 def test_odd_answers_fail_with_a_message(answer, message):
     result = ex.check_single_query(answer)
+    assert not result and re.search(message, repr(result)), repr(result)
+
+
+def _raises(*args):
+    raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.name)
+def test_an_answer_that_raises_fails_and_names_the_exception(exercise):
+    result = exercise.check(_raises)
+    assert not result and re.search(r": case 1 \(.+\) raised RuntimeError: boom$", repr(result)), repr(result)
+
+
+def _first_array_overwritten(exercise):
+    """The reference, but it first overwrites the first array argument in place."""
+
+    def answer(*args):
+        want = exercise.reference(*copy.deepcopy(args))
+        first = next(a for a in args if isinstance(a, np.ndarray))
+        first[...] = 0
+        return want
+
+    return answer
+
+
+@pytest.mark.parametrize(
+    "exercise",
+    [
+        e
+        for e in EXERCISES
+        if any(isinstance(a, np.ndarray) for _, args in e.cases(np.random.default_rng(0)) for a in args)
+    ],
+    ids=lambda e: e.name,
+)
+def test_a_correct_answer_that_overwrites_its_input_fails_and_says_so(exercise):
+    result = exercise.check(_first_array_overwritten(exercise))
+    assert not result and re.search(r"changed its argument `\w+` in place; .* work on a copy", repr(result))
+
+
+def test_an_answer_that_changes_its_params_container_fails_without_crashing():
+    def zeroes_a_bias(x, params, num_heads, mask):
+        params.b_out[...] = 0.0
+        return x
+
+    result = ex.check_pre_norm_block(zeroes_a_bias)
+    assert not result and "changed its argument `params` in place" in repr(result), repr(result)
+
+
+@pytest.mark.parametrize("not_a_function", [None, np.ones(3), 3, "softmax", np.ndarray])
+@pytest.mark.parametrize("check", CHECKERS, ids=lambda c: c.__name__)
+def test_every_checker_rejects_something_that_is_not_a_function(check, not_a_function):
+    with pytest.raises(ValueError, match=r"expected the function to check for .+; got \w+"):
+        check(not_a_function)
+
+
+def test_a_float16_answer_fails_with_a_pointer_to_float32():
+    result = ex.check_stable_softmax(lambda x: softmax(np.asarray(x)).astype(np.float16))
+    assert not result and "your answer is float16" in repr(result) and "compute in float32" in repr(result)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda d_model, d_k: True, r"the parameter count must be a positive integer; got True"),
+        (lambda d_model, d_k: "196608", r"must be a positive integer; got '196608' of type str"),
+        (lambda d_model, d_k: 4 * d_model * d_k + 0.5, r"must be a positive integer; got 196608.5"),
+        (lambda d_model, d_k: float("nan"), r"must be a positive integer; got nan"),
+        (lambda d_model, d_k: None, r"must be a positive integer; got None"),
+    ],
+)
+def test_a_count_that_is_not_a_whole_number_fails_with_a_message(answer, message):
+    result = ex.check_head_parameter_count(answer)
+    assert not result and re.search(message, repr(result)), repr(result)
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        (lambda x: None, r"the weights should be an array of numbers; got NoneType"),
+        (lambda x: "weights", r"the weights should be an array of numbers; got str"),
+        (lambda x: np.ones(3), r"the weights should have shape \(3, 5\); got \(3,\)"),
+        (lambda x: np.full(np.shape(x), np.nan), r"the weights contain NaN or inf"),
+        (lambda x: 1 / 0, r"raised ZeroDivisionError: division by zero"),
+    ],
+)
+def test_odd_softmax_answers_fail_with_a_message(answer, message):
+    result = ex.check_stable_softmax(answer)
     assert not result and re.search(message, repr(result)), repr(result)

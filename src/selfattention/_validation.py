@@ -122,14 +122,19 @@ def _unwrap_scalar(value: Any, name: str) -> Any:
     return value
 
 
-def check_positive_int(value: Any, name: str) -> int:
-    """Return ``value`` as an int, raising unless it is an integer >= 1 (a 0-d integer array counts)."""
+def check_positive_int(value: Any, name: str, *, at_most: int | None = None) -> int:
+    """Return ``value`` as an int, raising unless it is an integer >= 1 (a 0-d integer array counts).
+
+    ``at_most`` bounds it too, for sizes that would otherwise exhaust memory.
+    """
     value = _unwrap_scalar(value, name)
     if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
         hint = f" (write {int(value)})" if isinstance(value, float) and value.is_integer() and value >= 1 else ""
         raise ValueError(f"{name} must be a positive integer; got {value!r} of type {type(value).__name__}{hint}")
     if value < 1:
         raise ValueError(f"{name} must be a positive integer; got {value}")
+    if at_most is not None and value > at_most:
+        raise ValueError(f"{name} must be at most {at_most:,}; got {value:,}")
     return int(value)
 
 

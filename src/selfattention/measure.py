@@ -37,7 +37,7 @@ def best_time(function: Callable[[], Any], repeats: int = 3) -> float:
     See chapter 7.
     """
     _check_callable(function)
-    repeats = check_positive_int(repeats, "repeats")
+    repeats = check_positive_int(repeats, "repeats", at_most=10**6)
     function()  # warm-up: first-call allocations and caches are not the function's cost
     times = []
     for _ in range(repeats):

@@ -69,9 +69,9 @@ class PatchAttentionBlock(nn.Module):
 
     def __init__(self, in_channels: int = 3, patch_size: int = 4, embed_dim: int = 64) -> None:
         super().__init__()
-        self.in_channels = check_positive_int(in_channels, "in_channels")
-        self.patch_size = check_positive_int(patch_size, "patch_size")
-        self.embed_dim = check_positive_int(embed_dim, "embed_dim")
+        self.in_channels = check_positive_int(in_channels, "in_channels", at_most=2**20)
+        self.patch_size = check_positive_int(patch_size, "patch_size", at_most=2**20)
+        self.embed_dim = check_positive_int(embed_dim, "embed_dim", at_most=2**20)
         self.proj = nn.Conv2d(in_channels, embed_dim, kernel_size=patch_size, stride=patch_size)
         self.to_q = nn.Linear(embed_dim, embed_dim)
         self.to_k = nn.Linear(embed_dim, embed_dim)
@@ -117,7 +117,7 @@ class ConvSelfAttention(nn.Module):
 
     def __init__(self, in_channels: int) -> None:
         super().__init__()
-        in_channels = check_positive_int(in_channels, "in_channels")
+        in_channels = check_positive_int(in_channels, "in_channels", at_most=2**20)
         if in_channels < 8:
             raise ValueError(
                 f"in_channels must be at least 8, because queries and keys get in_channels // 8 channels; "
@@ -177,9 +177,9 @@ class T2TAttention(nn.Module):
         self, dim: int, chan: int, num_heads: int = 1, qkv_bias: bool = False, qk_scale: float | None = None
     ) -> None:
         super().__init__()
-        self.dim = check_positive_int(dim, "dim")
-        self.chan = check_positive_int(chan, "chan")
-        self.num_heads = check_positive_int(num_heads, "num_heads")
+        self.dim = check_positive_int(dim, "dim", at_most=2**20)
+        self.chan = check_positive_int(chan, "chan", at_most=2**20)
+        self.num_heads = check_positive_int(num_heads, "num_heads", at_most=2**20)
         self.head_dim = check_head_split(self.chan, self.num_heads, "chan")
         qkv_bias = check_bool(qkv_bias, "qkv_bias")
         self.scale = self.head_dim**-0.5 if qk_scale is None else check_real_scalar(qk_scale, "qk_scale")

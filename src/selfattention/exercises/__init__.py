@@ -10,9 +10,11 @@ still raises ``NotImplementedError``.
 What passes: any correct answer, in any form -- a NumPy array, a torch tensor
 (with or without gradients), a list or tuple of the right numbers, a count
 written as ``196608.0``. Answers in float64 must match to ``rtol=1e-5,
-atol=1e-6``; answers in float32 or float16 to ``rtol=1e-4`` and ``atol=1e-5``
-times the answer's largest magnitude (at least 1), which float32 rounding
-stays well inside while a wrong scale, axis or transpose does not. A dtype is
+atol=1e-6``; answers in float32 to ``rtol=1e-4`` and ``atol=1e-5`` times the
+answer's largest magnitude (at least 1), which float32 rounding stays well
+inside while a wrong scale, axis or transpose does not. A float16 answer is
+held to the float32 tolerance, too tight for its 3 significant digits, and its
+FAIL says to compute in float32. A dtype is
 checked only where the exercise states a rule. Every case calls the learner's
 function with fresh copies of its arguments, and an answer that changes an
 argument in place fails with a message that says so.

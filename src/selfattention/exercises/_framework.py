@@ -28,9 +28,11 @@ Compare = Callable[[Any, Any], "str | None"]  # (answer, expected) -> what is wr
 REGISTRY: dict[str, Exercise] = {}  # every declared exercise, by name
 
 # How close an answer must be. Tight for float64 answers; for answers in float32
-# (or float16) loose enough for their rounding, with the absolute part scaled by
-# the answer's size. Both still catch a wrong scale, axis or transpose, which are
-# off by 1e-2 or more.
+# loose enough for its rounding (the reference computed in float32 stays within
+# about 1e-5 of the float64 reference on every case), with the absolute part
+# scaled by the answer's size. Both still catch a wrong scale, axis or transpose,
+# which are off by 1e-2 or more. A float16 answer is held to the float32
+# tolerance, which its 3 significant digits cannot meet; its FAIL says so.
 RTOL, ATOL = 1e-5, 1e-6
 RTOL_FLOAT32, ATOL_FLOAT32 = 1e-4, 1e-5
 
@@ -271,7 +273,7 @@ def _compare_array(got: Any, expected: np.ndarray, name: str) -> str | None:
         return f"the {name} should be an array of numbers; got {type(got).__name__}"
     if answer.shape != expected.shape:
         return f"the {name} should have shape {expected.shape}; got {answer.shape}"
-    low_precision = answer.dtype in (np.float32, np.float16)
+    low_precision, half = answer.dtype in (np.float32, np.float16), answer.dtype == np.float16
     answer = answer.astype(np.float64)
     if not np.isfinite(answer).all():
         return (
@@ -284,7 +286,12 @@ def _compare_array(got: Any, expected: np.ndarray, name: str) -> str | None:
         rtol, atol = RTOL, ATOL
     if not np.allclose(answer, expected, rtol=rtol, atol=atol):
         worst = float(np.max(np.abs(answer - expected)))
-        return f"the {name} {'do' if plural else 'does'} not match the reference; the largest difference is {worst:.3g}"
+        problem = (
+            f"the {name} {'do' if plural else 'does'} not match the reference; the largest difference is {worst:.3g}"
+        )
+        if half:  # float16 keeps about 3 significant digits, too few for the float32 tolerance
+            problem += " (your answer is float16, which keeps only about 3 significant digits; compute in float32)"
+        return problem
     return None
 
 
