@@ -50,8 +50,9 @@ def best_time(function: Callable[[], Any], repeats: int = 3) -> float:
 def peak_bytes(function: Callable[[], Any]) -> int:
     """The peak of the memory that ``function()`` allocates through Python and NumPy, in bytes (tracemalloc).
 
-    Exact and repeatable for NumPy arrays; it does not see memory that C
-    libraries allocate themselves (torch's, for example).
+    It counts the bytes of the buffers NumPy asks for (repeatable to within a
+    few kB from run to run); it does not see the operating system's overhead
+    or memory that C libraries allocate themselves (torch's, for example).
 
     Raises
     ------
