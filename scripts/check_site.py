@@ -7,6 +7,12 @@ built, then reads every HTML page and stylesheet
 and fails (exit 1) on a script, stylesheet, image, font or frame whose address
 names a host (``http://``, ``https://`` or ``//``). Plain links (``<a href>``)
 to other sites are fine: they load nothing until a reader follows them.
+
+The site serves cut-down Font Awesome files (book/_static/fontawesome-subset/,
+for page weight). If the built site has them, it also fails when a page uses an
+``fa-*`` icon whose glyph the subset fonts lack, or when the trimmed copy of the
+theme's stylesheet no longer matches the installed pydata-sphinx-theme; running
+book/_static/fontawesome-subset/make_subset.py rebuilds both.
 """
 
 from __future__ import annotations
@@ -17,6 +23,85 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 TOC = Path(__file__).resolve().parents[1] / "_toc.yml"
+SUBSET_HINT = "run .venv/bin/python book/_static/fontawesome-subset/make_subset.py, then make site"
+
+
+def _theme_static() -> Path | None:
+    try:
+        import pydata_sphinx_theme
+    except ImportError:
+        return None
+    return Path(pydata_sphinx_theme.__file__).parent / "theme" / "pydata_sphinx_theme" / "static"
+
+
+THEME_STATIC = _theme_static()
+_RULE = re.compile(r"[^{}]+\{[^{}]*\}")
+_CATALOG_RULE = re.compile(r"^\s*((?:\.fa-[a-z0-9-]+:+(?:before|after)\s*,?\s*)+)\{content:[^{}]*\}$")
+_PRIVATE_USE = re.compile(r"[\ue000-\uf8ff]|\\[ef][0-9a-f]{3}\b")
+
+
+def icon_catalog_rule(rule: str) -> set[str]:
+    """The icon names if ``rule`` is one of Font Awesome's ``.fa-NAME:before{content:...}`` rules, else none."""
+    match = _CATALOG_RULE.match(rule)
+    return set(re.findall(r"\.(fa-[a-z0-9-]+)", match.group(1))) if match else set()
+
+
+def icons_used(site: Path) -> set[str]:
+    """Every ``fa-*`` class named in the site's pages and scripts (MathJax and the emptied fontawesome.js aside)."""
+    files = list(site.rglob("*.html")) + [p for p in (site / "_static").rglob("*.js") if "mathjax" not in p.parts]
+    used: set[str] = set()
+    for path in files:
+        if path.name != "fontawesome.js":
+            used |= set(re.findall(r"fa-[a-z0-9-]+", path.read_text(encoding="utf-8", errors="replace")))
+    return used
+
+
+def trimmed_theme_css(classes: set[str]) -> str:
+    """pydata-sphinx-theme's stylesheet without the catalog rules of icons not in ``classes``."""
+    css = (THEME_STATIC / "styles" / "pydata-sphinx-theme.css").read_text(encoding="utf-8")
+    return _RULE.sub(lambda m: "" if (n := icon_catalog_rule(m.group(0))) and not n & classes else m.group(0), css)
+
+
+def site_code_points(site: Path, classes: set[str]) -> set[int]:
+    """The private-use code points (icons) that the site's stylesheets can show, given the classes used."""
+    sheets = [(THEME_STATIC / "styles" / "pydata-sphinx-theme.css").read_text(encoding="utf-8")]
+    sheets += [
+        p.read_text(encoding="utf-8", errors="replace")
+        for p in (site / "_static").rglob("*.css")
+        if p.name != "pydata-sphinx-theme.css"
+    ]
+    points: set[int] = set()
+    for css in sheets:
+        for rule in _RULE.findall(re.sub(r"/\*.*?\*/", "", css, flags=re.S)):
+            names = icon_catalog_rule(rule)
+            if names and not names & classes:
+                continue
+            body = rule[rule.index("{") :]
+            points |= {ord(c) if len(c) == 1 else int(c[1:], 16) for c in _PRIVATE_USE.findall(body)}
+    return points
+
+
+def icon_problems(site: Path) -> list[str]:
+    """Icons the Font Awesome subsets lack, and a stale trimmed theme stylesheet."""
+    subsets = sorted((site / "_static" / "fontawesome-subset").glob("*.woff"))
+    if not subsets or THEME_STATIC is None:
+        return []
+    from fontTools.ttLib import TTFont
+
+    classes = icons_used(site)
+    problems = []
+    served = site / "_static" / "styles" / "pydata-sphinx-theme.css"
+    if served.is_file() and served.read_text(encoding="utf-8") != trimmed_theme_css(classes):
+        problems.append(f"_static/styles/pydata-sphinx-theme.css is not the installed theme's, trimmed; {SUBSET_HINT}")
+    wanted = site_code_points(site, classes)
+    for subset in subsets:
+        full = THEME_STATIC / "vendor" / "fontawesome" / "webfonts" / f"{subset.stem}.ttf"
+        in_full = set(TTFont(full).getBestCmap()) & wanted
+        missing = in_full - set(TTFont(subset).getBestCmap())
+        if missing:
+            codes = " ".join(f"U+{c:04X}" for c in sorted(missing))
+            problems.append(f"{subset.relative_to(site)} lacks icons the site shows ({codes}); {SUBSET_HINT}")
+    return problems
 
 
 def expected_pages() -> list[str]:
@@ -71,7 +156,7 @@ def problems_in(site: Path) -> list[str]:
     for sheet in sorted(site.rglob("*.css")):
         if CSS_REMOTE.search(sheet.read_text(encoding="utf-8", errors="replace")):
             problems.append(f"{sheet.relative_to(site)}: a stylesheet imports from another host")
-    return problems
+    return problems + icon_problems(site)
 
 
 def main(argv: list[str]) -> int:

@@ -49,3 +49,21 @@ def test_every_toc_page_is_expected_and_a_missing_one_is_reported(tmp_path):
     site = _site(tmp_path, "")
     (site / pages[-1]).unlink()
     assert check_site.problems_in(site) == [f"missing page {pages[-1]}"]
+
+
+def _icon_site(tmp_path: Path, icon: str) -> Path:
+    site = _site(tmp_path, f'<i class="fa-solid {icon}"></i>')
+    (site / "_static" / "fontawesome-subset").mkdir()
+    for font in (ROOT / "book" / "_static" / "fontawesome-subset").glob("*.woff"):
+        (site / "_static" / "fontawesome-subset" / font.name).write_bytes(font.read_bytes())
+    return site
+
+
+def test_an_icon_missing_from_the_font_awesome_subset_is_flagged(tmp_path):
+    if check_site.THEME_STATIC is None:
+        import pytest
+
+        pytest.skip("pydata-sphinx-theme is not installed")
+    assert check_site.problems_in(_icon_site(tmp_path / "ok", "fa-rocket")) == []
+    problems = check_site.problems_in(_icon_site(tmp_path / "car", "fa-car"))
+    assert len(problems) == 1 and "fa-solid-900.woff lacks icons" in problems[0] and "U+F1B9" in problems[0]

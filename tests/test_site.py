@@ -41,6 +41,11 @@ def _toc_pages() -> list[str]:
 
 
 PAGES = _toc_pages()
+CHAPTERS = sorted(path.stem for path in (SITE / "chapters").glob("*.html"))
+# Every chapter page, loaded with an empty cache over plain (uncompressed) HTTP,
+# must transfer less than this. Before the fix a chapter page took 4.0 MB:
+# 1.5 MB of fontawesome.js and 1.2 MB of MathJax's combined tex-chtml.js.
+PAGE_WEIGHT_LIMIT = 2_500_000
 
 
 @pytest.fixture(scope="module")
@@ -196,3 +201,75 @@ def test_chapter_one_fits_a_phone_screen(browser, site_url):
         browser.set_window_size(1280, 900)
     assert widths["page"] <= widths["viewport"], f"the page scrolls sideways on a phone: {widths}"
     assert widths["main"] <= widths["mainVisible"] + 1, f"the main text is wider than the screen: {widths}"
+
+
+def test_no_header_bar_or_search_field_above_the_article(browser, site_url):
+    """pydata-sphinx-theme's persistent navbar must not come back at desktop width.
+
+    sphinx-book-theme has no top navbar: search lives in the sidebar and behind
+    Ctrl+K. A visible search field or a header bar above the article's top
+    edge is the stray full-width "Search Ctrl+K" bar (navbar_persistent).
+    """
+    _open(browser, f"{site_url}/chapters/01_word_vectors.html")
+    found = browser.execute_script(
+        "const top = document.querySelector('main, article, .bd-article').getBoundingClientRect().top;"
+        "const visible = e => { const r = e.getBoundingClientRect(), s = getComputedStyle(e);"
+        "  return r.width > 0 && r.height > 0 && s.visibility !== 'hidden' && s.display !== 'none'; };"
+        "const sidebar = document.querySelector('.bd-sidebar-primary');"
+        "const bars = Array.from(document.querySelectorAll('header.bd-header, #pst-header, .bd-navbar'))"
+        "  .filter(visible).map(e => 'header ' + (e.id || e.className));"
+        "const fields = Array.from(document.querySelectorAll('.search-button-field, input[type=search]'))"
+        "  .filter(e => visible(e) && !(sidebar && sidebar.contains(e)) && e.getBoundingClientRect().bottom <= top + 1)"
+        "  .map(e => 'search field ' + e.className);"
+        "return bars.concat(fields);"
+    )
+    assert found == [], f"a header bar or search field sits above the article: {found}"
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS or ["(no chapters built)"])
+def test_chapter_page_weight_math_and_icons(browser, site_url, chapter):
+    """A chapter page, from an empty cache, transfers under PAGE_WEIGHT_LIMIT bytes.
+
+    Counted with the Resource Timing API: the page's navigation entry plus every
+    resource entry, once MathJax has typeset and the fonts have loaded. Also checks
+    that math is typeset and that the Font Awesome icons are drawn by their fonts.
+    """
+    assert CHAPTERS, "no chapters/*.html in the built site"
+    browser.execute_cdp_cmd("Network.enable", {})
+    browser.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": True})
+    try:
+        _open(browser, f"{site_url}/chapters/{chapter}.html")
+        weight = browser.execute_async_script(
+            "const done = arguments[arguments.length - 1];"
+            "document.fonts.ready.then(() => setTimeout(() => {"
+            "  const nav = performance.getEntriesByType('navigation')[0];"
+            "  const res = performance.getEntriesByType('resource');"
+            "  const big = res.filter(e => e.transferSize > 100000).map(e => [e.name, e.transferSize]);"
+            "  const faces = Array.from(document.fonts).filter(f => f.family.includes('Font Awesome'))"
+            "    .map(f => [f.family + ' ' + f.weight, f.status]);"
+            "  const icons = Array.from(document.querySelectorAll('.fa-solid, .fa-brands, .fab, .fas'))"
+            "    .filter(e => e.getClientRects().length > 0)"
+            "    .map(e => [e.className, getComputedStyle(e, '::before').fontFamily, e.getBoundingClientRect().width]);"
+            "  done({bytes: nav.transferSize + res.reduce((sum, e) => sum + e.transferSize, 0),"
+            "        requests: 1 + res.length, big: big, faces: faces, icons: icons,"
+            "        math: document.querySelectorAll('mjx-container').length,"
+            "        svgIcons: document.querySelectorAll('svg.svg-inline--fa').length});"
+            "}, 300));"
+        )
+    finally:
+        browser.execute_cdp_cmd("Network.setCacheDisabled", {"cacheDisabled": False})
+    print(f"{chapter}: {weight['bytes']} bytes in {weight['requests']} requests")
+    assert weight["bytes"] > 100_000, f"{chapter}: Resource Timing counted almost nothing: {weight}"
+    assert weight["bytes"] < PAGE_WEIGHT_LIMIT, (
+        f"{chapter}: {weight['bytes']} bytes transferred (limit {PAGE_WEIGHT_LIMIT}); largest: {weight['big']}"
+    )
+    assert weight["math"] > 0, f"{chapter}: no math typeset by MathJax"
+    assert weight["icons"], f"{chapter}: no Font Awesome icon shown"
+    for class_name, family, width in weight["icons"]:
+        assert "Font Awesome" in family and width > 0, f"{chapter}: icon {class_name!r} not drawn by its font"
+    assert weight["faces"] and all(status == "loaded" for _, status in weight["faces"] if status != "unloaded"), (
+        f"{chapter}: Font Awesome fonts failed: {weight['faces']}"
+    )
+    assert any(status == "loaded" for _, status in weight["faces"]), (
+        f"{chapter}: no icon font loaded: {weight['faces']}"
+    )
