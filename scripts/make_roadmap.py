@@ -33,9 +33,7 @@ def draw(path: Path) -> None:
     width, gap = 1.7, 0.45
     for i, (name, detail, chapter) in enumerate(STEPS):
         x = i * (width + gap)
-        ax.add_patch(
-            FancyBboxPatch((x, 0), width, 1.6, boxstyle="round,pad=0.05", fc="#e8f0fb", ec="#2f5d9e", lw=1.5)
-        )
+        ax.add_patch(FancyBboxPatch((x, 0), width, 1.6, boxstyle="round,pad=0.05", fc="#e8f0fb", ec="#2f5d9e", lw=1.5))
         ax.text(x + width / 2, 1.25, name, ha="center", va="center", fontsize=14, weight="bold")
         ax.text(x + width / 2, 0.7, detail, ha="center", va="center", fontsize=9)
         ax.text(x + width / 2, 0.18, chapter, ha="center", va="center", fontsize=10, color="#2f5d9e")
