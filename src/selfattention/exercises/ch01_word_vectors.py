@@ -10,9 +10,22 @@ import numpy as np
 
 from ..attention import scaled_dot_product_attention
 from ..scores import softmax
-from ._framework import CaseList, CheckResult, Exercise, Mistake, compare_array, compare_pair
+from ._framework import (
+    CaseList,
+    CheckResult,
+    Exercise,
+    Mistake,
+    answer_array,
+    call_learner,
+    compare_array,
+    compare_pair,
+)
 
-__all__ = ["check_single_query", "check_attention_matrix", "check_softmax_temperature"]
+__all__ = [
+    "check_single_query",
+    "check_query_favouring_word_2",
+    "check_softmax_temperature",
+]
 
 
 def _word_example() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -58,50 +71,6 @@ def check_single_query(fn: Callable[..., Any]) -> CheckResult:
     return SINGLE_QUERY.check(fn)
 
 
-def _attention_matrix_cases(rng: np.random.Generator) -> CaseList:
-    cases = [("word example", _word_example())]
-    for T, D, Dk, Dv in [(1, 3, 3, 3), (6, 4, 2, 5), (9, 8, 8, 8)]:
-        args = rng.normal(size=(T, D)), rng.normal(size=(D, Dk)), rng.normal(size=(D, Dk)), rng.normal(size=(D, Dv))
-        cases.append((f"random, T={T}, D={D}, Dk={Dk}, Dv={Dv}", args))
-    return cases
-
-
-def _attention_matrix(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray, scale: Any = None) -> Any:
-    return scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v, scale=scale)  # (T, Dv), (T, T)
-
-
-def _softmax_over_queries(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray) -> Any:
-    q, k = x @ w_q, x @ w_k  # (T, Dk)
-    weights = softmax(q @ k.T / np.sqrt(q.shape[-1]), axis=0)  # (T, T); each column sums to 1
-    return weights @ (x @ w_v), weights
-
-
-ATTENTION_MATRIX = Exercise(
-    name="attention in matrix form",
-    chapter=1,
-    number=2,
-    cases=_attention_matrix_cases,
-    reference=_attention_matrix,
-    compare=compare_pair,
-    mistakes=(
-        Mistake(partial(_attention_matrix, scale=1.0), "It matches unscaled scores: divide Q K^T by sqrt(Dk)"),
-        Mistake(
-            _softmax_over_queries,
-            "It matches a softmax over the queries (axis 0); each row, one query, must sum to 1 over the keys",
-        ),
-    ),
-)
-
-
-def check_attention_matrix(fn: Callable[..., Any]) -> CheckResult:
-    """Check ``fn(words, w_q, w_k, w_v) -> (output, weights)`` in matrix form.
-
-    ``words`` has shape (T, D) and each weight (D, Dk) or (D, Dv); the answer is
-    the output (T, Dv) and the weights (T, T). See chapter 1, exercise 2.
-    """
-    return ATTENTION_MATRIX.check(fn)
-
-
 def _softmax_temperature_cases(rng: np.random.Generator) -> CaseList:
     words, w_q, w_k, _ = _word_example()
     word_scores = (words @ w_q) @ (words @ w_k).T  # (4, 4) integers
@@ -134,3 +103,32 @@ def check_softmax_temperature(fn: Callable[..., Any]) -> CheckResult:
     See chapter 1, exercise 3.
     """
     return SOFTMAX_TEMPERATURE.check(fn)
+
+
+def check_query_favouring_word_2(fn: Callable[[], Any]) -> CheckResult:
+    """Check ``fn() -> q``: a query of shape (3,) under which word 2 gets the largest weight.
+
+    The keys are chapter 1's ``K = words @ W_K``, in which key 3 is key 1 plus
+    key 2; the weights are ``softmax(K @ q / sqrt(3))``, and word 2 (index 1)
+    must be the only largest. Many queries pass: there is no single answer.
+    See chapter 1, exercise 2.
+    """
+    name = "a query that favours word 2"
+    got, result = call_learner(name, fn)
+    if result is not None:
+        return result
+    q = answer_array(got)
+    if q is None or q.shape != (3,):
+        shape = "no array" if q is None else f"shape {q.shape}"
+        return CheckResult(name, "FAIL", f"the query must be an array of 3 numbers; got {shape}")
+    q = q.astype(np.float64)
+    if not np.isfinite(q).all():
+        return CheckResult(name, "FAIL", "the query must hold finite numbers")
+    words, _, w_k, _ = _word_example()
+    keys = words @ w_k  # (4, 3)
+    weights = softmax(keys @ q / np.sqrt(3.0))
+    if np.argmax(weights) == 1 and np.sum(weights == weights.max()) == 1:
+        return CheckResult(name, "PASS", f"word 2 gets the largest weight, {weights[1]:.4f}")
+    return CheckResult(
+        name, "FAIL", f"the weights are {np.round(weights, 4).tolist()}; word 2 (index 1) must be the only largest"
+    )

@@ -9,9 +9,13 @@ import numpy as np
 
 from ..attention import scaled_dot_product_attention
 from ..scores import softmax
-from ._framework import CaseList, CheckResult, Exercise, Mistake, compare_array, compare_count
+from ._framework import CaseList, CheckResult, Exercise, Mistake, call_learner, compare_array, compare_count
 
-__all__ = ["check_stable_softmax", "check_single_head", "check_head_parameter_count"]
+__all__ = [
+    "check_stable_softmax",
+    "check_permutation_test",
+    "check_head_parameter_count",
+]
 
 
 def _stable_softmax_cases(rng: np.random.Generator) -> CaseList:
@@ -46,52 +50,6 @@ def check_stable_softmax(fn: Callable[..., Any]) -> CheckResult:
     return STABLE_SOFTMAX.check(fn)
 
 
-def _single_head_cases(rng: np.random.Generator) -> CaseList:
-    cases = []
-    for B, T, D, Dk in [(1, 1, 4, 2), (2, 5, 6, 3), (3, 9, 12, 4)]:
-        x = rng.normal(size=(B, T, D))
-        w_q, w_k, w_v = (rng.normal(scale=D**-0.5, size=(D, Dk)) for _ in range(3))
-        cases.append((f"B={B}, T={T}, D={D}, Dk={Dk}", (x, w_q, w_k, w_v, rng.normal(scale=Dk**-0.5, size=(Dk, D)))))
-    return cases
-
-
-def _single_head(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray, w_o: np.ndarray) -> np.ndarray:
-    out, _ = scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)  # (B, T, Dk)
-    return out @ w_o  # (B, T, D)
-
-
-def _single_head_scaled_by_model_width(x: np.ndarray, w_q: Any, w_k: Any, w_v: Any, w_o: Any) -> np.ndarray:
-    out, _ = scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v, scale=x.shape[-1] ** -0.5)  # 1/sqrt(D)
-    return out @ w_o
-
-
-SINGLE_HEAD = Exercise(
-    name="single head",
-    chapter=2,
-    number=2,
-    cases=_single_head_cases,
-    reference=_single_head,
-    compare=compare_array("output"),
-    mistakes=(
-        Mistake(
-            _single_head_scaled_by_model_width,
-            "It matches scaling by 1/sqrt(D), the model width; "
-            "scale by 1/sqrt(Dk), the width of the vectors being dotted",
-        ),
-    ),
-)
-
-
-def check_single_head(fn: Callable[..., Any]) -> CheckResult:
-    """Check ``fn(x, w_q, w_k, w_v, w_o) -> output`` for one attention head.
-
-    ``x`` is (B, T, D); ``w_q``, ``w_k``, ``w_v`` are (D, Dk) and ``w_o`` is
-    (Dk, D); the output is (B, T, D), with scores scaled by ``1/sqrt(Dk)``.
-    See chapter 2, exercise 2.
-    """
-    return SINGLE_HEAD.check(fn)
-
-
 HEAD_PARAMETER_COUNT = Exercise(
     name="parameter count",
     chapter=2,
@@ -111,3 +69,44 @@ def check_head_parameter_count(fn: Callable[..., Any]) -> CheckResult:
     No biases, as in chapter 2. See chapter 2, exercise 3.
     """
     return HEAD_PARAMETER_COUNT.check(fn)
+
+
+def check_permutation_test(test: Callable[..., Any]) -> CheckResult:
+    """Check ``test(f, x, rng) -> bool``: whether ``f`` is permutation equivariant on ``x`` (B, T, D).
+
+    ``f`` maps (B, T, D) to (B, T, D); the test should shuffle the T tokens
+    with ``rng`` and compare ``f`` of the shuffled tokens with the shuffled
+    ``f(x)``. It must say True for a single attention head and False for the
+    same head with position embeddings added to its input. See chapter 2,
+    exercise 2.
+    """
+    name = "a permutation-equivariance test"
+    rng = np.random.default_rng(202)
+    D = 8
+    w_q, w_k, w_v, w_o = (rng.normal(size=(D, D)) / np.sqrt(D) for _ in range(4))
+    x = rng.normal(size=(2, 6, D))
+    positions = rng.normal(size=(6, D))
+
+    def head(tokens: np.ndarray) -> np.ndarray:
+        out, _ = scaled_dot_product_attention(tokens @ w_q, tokens @ w_k, tokens @ w_v)
+        return out @ w_o
+
+    def head_with_positions(tokens: np.ndarray) -> np.ndarray:
+        return head(tokens + positions)
+
+    verdicts = []
+    for f in (head, head_with_positions):
+        got, result = call_learner(name, test, f, x, np.random.default_rng(2))
+        if result is not None:
+            return result
+        if not isinstance(got, (bool, np.bool_)):
+            return CheckResult(name, "FAIL", f"the test must return True or False; got {got!r}")
+        verdicts.append(bool(got))
+    if verdicts == [True, False]:
+        return CheckResult(name, "PASS", "True for an attention head, False once positions are added")
+    return CheckResult(
+        name,
+        "FAIL",
+        f"got {verdicts[0]} for an attention head (expected True) and {verdicts[1]} with positions added "
+        "(expected False)",
+    )
