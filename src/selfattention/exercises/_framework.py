@@ -137,11 +137,7 @@ class Exercise:
         ValueError
             If ``candidate`` is not callable.
         """
-        if not callable(candidate) or isinstance(candidate, type):
-            raise ValueError(
-                f"expected the function to check for {self.name} (pass the function itself, without calling it); "
-                f"got {type(candidate).__name__}"
-            )
+        _check_callable(candidate, self.name)
         cases = self.cases(np.random.default_rng(100 * self.chapter + self.number))
         expected = [self.reference(*copy.deepcopy(args)) for _, args in cases]
         names = _parameter_names(candidate, max((len(args) for _, args in cases), default=0))
@@ -187,6 +183,15 @@ class Exercise:
             return False
 
 
+def _check_callable(candidate: Any, name: str) -> None:
+    """Raise unless ``candidate`` is a function (not a class, not the result of calling one)."""
+    if not callable(candidate) or isinstance(candidate, type):
+        raise ValueError(
+            f"expected the function to check for {name} (pass the function itself, without calling it); "
+            f"got {type(candidate).__name__}"
+        )
+
+
 def call_learner(name: str, candidate: Any, *args: Any) -> tuple[Any, CheckResult | None]:
     """Call ``candidate(*args)`` on fresh copies for a checker that has no single reference answer.
 
@@ -198,11 +203,7 @@ def call_learner(name: str, candidate: Any, *args: Any) -> tuple[Any, CheckResul
     ValueError
         If ``candidate`` is not callable.
     """
-    if not callable(candidate) or isinstance(candidate, type):
-        raise ValueError(
-            f"expected the function to check for {name} (pass the function itself, without calling it); "
-            f"got {type(candidate).__name__}"
-        )
+    _check_callable(candidate, name)
     try:
         return candidate(*copy.deepcopy(args)), None
     except NotImplementedError:
