@@ -20,7 +20,6 @@ from selfattention import (
     layer_norm,
     multihead_attention,
     scaled_dot_product_attention,
-    self_attention,
     softmax,
 )
 from selfattention import exercises as ex
@@ -118,11 +117,6 @@ def _split_heads_batched_only(x, H):
     return x.reshape(B, T, H, D // H).swapaxes(1, 2)
 
 
-def _self_attention_k_q_v(x, w_qkv, w_out, mask):
-    q, k, v = np.split(w_qkv, 3, axis=-1)  # read as [k | q | v]
-    return self_attention(x, np.concatenate([k, q, v], axis=-1), w_out, mask)
-
-
 # Answers that match no declared mistake, and errors: what a declaration cannot express.
 # One case per line: the checker, the wrong answer, and what the message must contain (a regex).
 # fmt: off
@@ -136,7 +130,6 @@ WRONG = [
     (ex.check_batched_scores, lambda q, k: q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1]), r"case 1 .* raised ValueError: axes don't match array\. Hint: transpose\(0, 2, 1\) assumes exactly three axes"),
     (ex.check_additive_mask, lambda blocked: np.where(blocked, -1e9, 0.0), r"case 1 \(causal, T=5\): the mask should be 0 where the input is False and -inf where it is True$"),
     (ex.check_additive_mask, lambda blocked: ~blocked, r"case 1 \(causal, T=5\): an additive mask must be floating \(it holds -inf\); got dtype bool$"),
-    (ex.check_self_attention, _self_attention_k_q_v, r"case 1 \(x \(5, 4\), no mask\): the weights do not match the reference; the largest difference is [0-9.e+-]+$"),
     (ex.check_split_heads, _split_heads_batched_only, r"case 1 \(x \(4, 8\), H=2\) raised ValueError: not enough values to unpack .*Hint: the function must also work without batch axes"),
     (ex.check_pre_norm_block, lambda x, p, H, mask: x + multihead_attention(layer_norm(x, p.norm1_weight, p.norm1_bias), p.w_qkv, p.w_out, H, mask=mask), r"raised ValueError: .*inhomogeneous.*Hint: a function you called returned a tuple; multihead_attention returns \(y, weights\), so take y$"),
     (ex.check_conv_self_attention, lambda x, state: conv_self_attention_forward(x, state)[0].reshape(len(x), -1), r"case 1 \(x \(1, 16, 3, 3\), gamma=0.5\): the output should have shape \(1, 16, 3, 3\); got \(1, 144\)$"),
@@ -163,17 +156,16 @@ def test_checkers_reject_something_that_is_not_a_function():
 
 
 def test_a_stub_called_by_the_answer_is_named_not_reported_as_todo():
-    def my_split_heads(x, num_heads):
+    def my_swap(x):
         raise NotImplementedError
 
-    def my_multihead(x, w_qkv, w_out, num_heads):
-        q, k, v = (my_split_heads(a, num_heads) for a in np.split(x @ w_qkv, 3, axis=-1))
-        return q, k
+    def my_merge_heads(x):
+        return my_swap(x).reshape(*x.shape[:-3], x.shape[-2], -1)
 
-    result = ex.check_multihead(my_multihead)
+    result = ex.check_merge_heads(my_merge_heads)
     assert result.status == "FAIL"
     assert repr(result).endswith(
-        "my_split_heads(), which your function calls, raised NotImplementedError; finish that exercise first"
+        "my_swap(), which your function calls, raised NotImplementedError; finish that exercise first"
     )
 
 
@@ -388,3 +380,13 @@ def test_a_permutation_test_that_changes_x_cannot_spoil_the_second_call():
         return _permutation_test(f, x, rng)
 
     assert ex.check_permutation_test(shuffles_in_place)
+
+
+def test_the_cross_attention_count_is_torch_s():
+    import torch
+
+    def torch_count(D, kdim, vdim, bias):
+        module = torch.nn.MultiheadAttention(D, 1, kdim=kdim, vdim=vdim, bias=bias)
+        return sum(p.numel() for p in module.parameters())
+
+    assert ex.check_cross_attention_count(torch_count)

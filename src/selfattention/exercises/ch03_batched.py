@@ -8,11 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from ..attention import scaled_dot_product_attention, self_attention
 from ..masks import causal_mask
-from ._framework import CaseList, CheckResult, Exercise, Mistake, answer_array, compare_array, compare_pair
+from ._framework import CaseList, CheckResult, Exercise, Mistake, answer_array, compare_array
 
-__all__ = ["check_batched_scores", "check_additive_mask", "check_self_attention"]
+__all__ = ["check_batched_scores", "check_additive_mask", "check_kv_cache_mask"]
 
 
 def _batched_scores_cases(rng: np.random.Generator) -> CaseList:
@@ -91,46 +90,50 @@ def check_additive_mask(fn: Callable[..., Any]) -> CheckResult:
     return ADDITIVE_MASK.check(fn)
 
 
-def _self_attention_cases(rng: np.random.Generator) -> CaseList:
-    cases = []
-    for shape, masked in [((5, 4), False), ((5, 4), True), ((3, 6, 8), True), ((2, 2, 4, 4), True), ((1, 1, 6), False)]:
-        D, T = shape[-1], shape[-2]
-        x, w_qkv, w_out = rng.normal(size=shape), rng.normal(size=(D, 3 * D)) / np.sqrt(D), rng.normal(size=(D, D))
-        args = (x, w_qkv, w_out, causal_mask(T) if masked else None)
-        cases.append((f"x {shape}, {'causal mask' if masked else 'no mask'}", args))
-    return cases
+def _kv_cache_mask_cases(rng: np.random.Generator) -> CaseList:
+    return [(f"T={T}, S={S}", (T, S)) for T, S in [(4, 4), (1, 5), (3, 7), (2, 3), (5, 9)]]
 
 
-def _self_attention_scaled(x: np.ndarray, w_qkv: np.ndarray, w_out: np.ndarray, mask: Any, power: float) -> Any:
-    """Self-attention with the scores divided by ``D ** power`` instead of ``sqrt(D)``."""
-    q, k, v = np.split(x @ w_qkv, 3, axis=-1)  # each (..., T, D)
-    out, weights = scaled_dot_product_attention(q, k, v, mask=mask, scale=x.shape[-1] ** -power)
-    return out @ w_out, weights
+def _compare_bool_mask(got: Any, expected: np.ndarray) -> str | None:
+    answer = answer_array(got)
+    if answer is None:
+        return f"the mask should be an array; got {type(got).__name__}"
+    if answer.shape != expected.shape:
+        return f"the mask should have shape {expected.shape}; got {answer.shape}"
+    if answer.dtype != np.bool_:  # the exercise asks for a boolean mask
+        return f"the mask should be boolean (True = may attend); got dtype {answer.dtype}"
+    if not np.array_equal(answer, expected):
+        return "the mask differs from the lower-right causal mask"
+    return None
 
 
-SELF_ATTENTION = Exercise(
-    name="self-attention",
+KV_CACHE_MASK = Exercise(
+    name="KV-cache mask",
     chapter=3,
     number=3,
-    cases=_self_attention_cases,
-    reference=self_attention,
-    compare=compare_pair,
+    cases=_kv_cache_mask_cases,
+    reference=lambda T, S: causal_mask(T, S, dtype=bool),
+    compare=_compare_bool_mask,
     mistakes=(
-        Mistake(partial(_self_attention_scaled, power=0), "It matches unscaled scores: divide Q K^T by sqrt(D)"),
-        Mistake(partial(_self_attention_scaled, power=1), "It matches dividing by D; divide by sqrt(D)"),
         Mistake(
-            lambda x, w_qkv, w_out, mask: self_attention(x, w_qkv, w_out),
-            "It matches the output with the mask left out: add the mask to the scores before the softmax",
+            lambda T, S: np.tril(np.ones((T, S), dtype=bool)),
+            "It matches a mask aligned at the upper left (query i sees keys 0..i); "
+            "the queries are the last T of S tokens, so query i sits at position S - T + i",
+        ),
+        Mistake(
+            lambda T, S: ~causal_mask(T, S, dtype=bool),
+            "It matches the mask with True and False swapped; here True means the query may attend",
         ),
     ),
+    float32=False,  # integer sizes in, a boolean mask out: nothing to compute in float32
 )
 
 
-def check_self_attention(fn: Callable[..., Any]) -> CheckResult:
-    """Check ``fn(x, w_qkv, w_out, mask) -> (y, weights)``, batched or not.
+def check_kv_cache_mask(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(T, S) -> mask``: the boolean (T, S) causal mask of T new queries over S keys.
 
-    ``x`` is (..., T, D), ``w_qkv`` (D, 3D) in [q | k | v] order, ``w_out``
-    (D, D), and ``mask`` is None or an additive float mask (T, T).
+    The queries are the last T of S tokens (after a KV cache of S - T), so
+    query ``i`` may attend to keys ``0 .. S - T + i``; True means may attend.
     See chapter 3, exercise 3.
     """
-    return SELF_ATTENTION.check(fn)
+    return KV_CACHE_MASK.check(fn)

@@ -7,11 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from ..attention import scaled_dot_product_attention
-from ..multihead import merge_heads, multihead_attention, split_heads
-from ._framework import CaseList, CheckResult, Exercise, Mistake, compare_array, compare_pair
+from ..multihead import merge_heads, split_heads
+from ._framework import CaseList, CheckResult, Exercise, Mistake, compare_array, compare_count
 
-__all__ = ["check_split_heads", "check_merge_heads", "check_multihead"]
+__all__ = ["check_split_heads", "check_merge_heads", "check_cross_attention_count"]
 
 
 def _split_heads_cases(rng: np.random.Generator) -> CaseList:
@@ -69,41 +68,51 @@ def check_merge_heads(fn: Callable[..., Any]) -> CheckResult:
     return MERGE_HEADS.check(fn)
 
 
-def _multihead_cases(rng: np.random.Generator) -> CaseList:
-    cases = []
-    for shape, H in [((5, 8), 2), ((2, 6, 12), 3), ((2, 4, 16), 4), ((3, 6), 1)]:
-        D = shape[-1]
-        x, w_qkv, w_out = rng.normal(size=shape), rng.normal(size=(D, 3 * D)) / np.sqrt(D), rng.normal(size=(D, D))
-        cases.append((f"x {shape}, H={H}", (x, w_qkv, w_out, H)))
-    return cases
+def _cross_attention_count(D: int, kdim: int, vdim: int, bias: bool) -> int:
+    weights = D * D + kdim * D + vdim * D + D * D  # W_Q (D, D), W_K (kdim, D), W_V (vdim, D), W_O (D, D)
+    return weights + (4 * D if bias else 0)  # every projection's output, and so its bias, is D wide
 
 
-def _multihead_scaled_by_model_width(x: np.ndarray, w_qkv: np.ndarray, w_out: np.ndarray, H: int) -> Any:
-    q, k, v = (split_heads(a, H) for a in np.split(x @ w_qkv, 3, axis=-1))  # each (..., H, T, Dh)
-    out, weights = scaled_dot_product_attention(q, k, v, scale=x.shape[-1] ** -0.5)  # 1/sqrt(D), not 1/sqrt(Dh)
-    return merge_heads(out) @ w_out, weights
-
-
-MULTIHEAD = Exercise(
-    name="multi-head attention",
+CROSS_ATTENTION_COUNT = Exercise(
+    name="cross-attention parameter count",
     chapter=4,
     number=3,
-    cases=_multihead_cases,
-    reference=multihead_attention,
-    compare=compare_pair,
+    cases=lambda rng: [
+        (f"D={D}, kdim={k}, vdim={v}, bias={b}", (D, k, v, b))
+        for D, k, v, b in [
+            (16, 16, 16, True),
+            (16, 8, 12, True),
+            (16, 8, 12, False),
+            (64, 32, 48, True),
+            (768, 1024, 512, True),
+        ]
+    ],
+    reference=_cross_attention_count,
+    compare=compare_count(
+        "the parameter count", "got {got}, which is not the number of entries in the four weights and biases"
+    ),
     mistakes=(
         Mistake(
-            _multihead_scaled_by_model_width,
-            "It matches a scale of 1/sqrt(D); each head scales by 1/sqrt(Dh), its own width",
+            lambda D, kdim, vdim, bias: 4 * D * D + (4 * D if bias else 0),
+            "It matches the self-attention count; W_K has kdim rows and W_V has vdim rows",
+        ),
+        Mistake(
+            lambda D, kdim, vdim, bias: _cross_attention_count(D, kdim, vdim, bias) - (3 * D if bias else 0),
+            "It matches leaving out the input projections' biases, D each",
+        ),
+        Mistake(
+            lambda D, kdim, vdim, bias: (
+                _cross_attention_count(D, kdim, vdim, bias) - (2 * D - kdim - vdim if bias else 0)
+            ),
+            "It matches biases as long as the inputs; a bias is as long as its projection's output, D",
         ),
     ),
 )
 
 
-def check_multihead(fn: Callable[..., Any]) -> CheckResult:
-    """Check ``fn(x, w_qkv, w_out, num_heads) -> (y, weights)`` without biases or mask.
+def check_cross_attention_count(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(D, kdim, vdim, bias) -> int``: the parameters of ``nn.MultiheadAttention(D, H, kdim=, vdim=, bias=)``.
 
-    ``weights`` has shape (..., H, T, T); the scale is ``1/sqrt(Dh)``.
     See chapter 4, exercise 3.
     """
-    return MULTIHEAD.check(fn)
+    return CROSS_ATTENTION_COUNT.check(fn)
