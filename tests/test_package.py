@@ -50,6 +50,8 @@ def test_best_time_and_peak_bytes():
     calls = []
     assert measure.best_time(lambda: calls.append(1), repeats=4) >= 0.0
     assert len(calls) == 5  # one warm-up, then four timed
+    assert measure.median_time(lambda: calls.append(1), repeats=3) >= 0.0
+    assert len(calls) == 9  # and one warm-up, then three timed
     assert measure.peak_bytes(lambda: np.ones(1_000_000)) >= 8_000_000
 
 
@@ -70,6 +72,7 @@ def test_assert_parity_reports_the_largest_difference():
     [
         (lambda: measure.best_time(3), r"function must be callable \(called with no arguments\); got int"),
         (lambda: measure.best_time(print, repeats=0), r"repeats must be a positive integer; got 0"),
+        (lambda: measure.median_time(print, repeats=1.5), r"repeats must be a positive integer; got 1.5"),
         (lambda: measure.peak_bytes(None), r"function must be callable \(called with no arguments\); got NoneType"),
         (lambda: testing.randomise_parameters(np.ones(3)), r"module must be a torch.nn.Module; got ndarray"),
         (lambda: testing.tolerance(np.int64), r"dtype must be float16, float32 or float64; got <class 'numpy.int64'>"),

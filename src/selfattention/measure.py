@@ -7,6 +7,7 @@ them only as ratios within one run, never in a test's assertion.
 
 from __future__ import annotations
 
+import statistics
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -14,12 +15,25 @@ from typing import Any
 
 from ._validation import check_positive_int
 
-__all__ = ["best_time", "peak_bytes"]
+__all__ = ["best_time", "median_time", "peak_bytes"]
 
 
 def _check_callable(function: Any) -> None:
     if not callable(function):
         raise ValueError(f"function must be callable (called with no arguments); got {type(function).__name__}")
+
+
+def _wall_times(function: Callable[[], Any], repeats: Any) -> list[float]:
+    """``repeats`` wall-clock times of ``function()``, in seconds, after one warm-up call."""
+    _check_callable(function)
+    repeats = check_positive_int(repeats, "repeats", at_most=10**6)
+    function()  # warm-up: first-call allocations and caches are not the function's cost
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - start)
+    return times
 
 
 def best_time(function: Callable[[], Any], repeats: int = 3) -> float:
@@ -36,15 +50,25 @@ def best_time(function: Callable[[], Any], repeats: int = 3) -> float:
     -----
     See chapter 7.
     """
-    _check_callable(function)
-    repeats = check_positive_int(repeats, "repeats", at_most=10**6)
-    function()  # warm-up: first-call allocations and caches are not the function's cost
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return min(_wall_times(function, repeats))
+
+
+def median_time(function: Callable[[], Any], repeats: int = 5) -> float:
+    """The median of ``repeats`` wall-clock times of ``function()``, in seconds, after one warm-up call.
+
+    Steadier than the minimum when a timing is compared across lengths: one
+    lucky run cannot bend a curve.
+
+    Raises
+    ------
+    ValueError
+        If ``function`` is not callable or ``repeats`` is not a positive integer.
+
+    Notes
+    -----
+    See chapter 7 (the time curves).
+    """
+    return statistics.median(_wall_times(function, repeats))
 
 
 def peak_bytes(function: Callable[[], Any]) -> int:

@@ -52,15 +52,20 @@ def _additive_mask_cases(rng: np.random.Generator) -> CaseList:
     ]
 
 
-def _compare_mask(got: Any, expected: np.ndarray) -> str | None:
-    got = answer_array(got)
-    if got is None:
-        return "the mask should be an array of numbers"
-    if got.shape != expected.shape:
-        return f"the mask should have shape {expected.shape}; got {got.shape}"
-    if not np.issubdtype(got.dtype, np.floating):
-        return f"an additive mask must be floating (it holds -inf); got dtype {got.dtype}"
-    if not np.array_equal(got, expected):
+def _compare_mask(got: Any, expected: np.ndarray, *, boolean: bool) -> str | None:
+    """What is wrong with a returned mask: its form, its shape, its dtype (bool or floating), then its values."""
+    answer = answer_array(got)
+    if answer is None:
+        return f"the mask should be an array; got {type(got).__name__}"
+    if answer.shape != expected.shape:
+        return f"the mask should have shape {expected.shape}; got {answer.shape}"
+    if boolean and answer.dtype != np.bool_:  # exercise 3 asks for a boolean mask
+        return f"the mask should be boolean (True = may attend); got dtype {answer.dtype}"
+    if not boolean and not np.issubdtype(answer.dtype, np.floating):
+        return f"an additive mask must be floating (it holds -inf); got dtype {answer.dtype}"
+    if not np.array_equal(answer, expected):
+        if boolean:
+            return "the mask differs from the lower-right causal mask"
         return "the mask should be 0 where the input is False and -inf where it is True"
     return None
 
@@ -71,7 +76,7 @@ ADDITIVE_MASK = Exercise(
     number=2,
     cases=_additive_mask_cases,
     reference=lambda blocked: np.where(blocked, -np.inf, 0.0),
-    compare=_compare_mask,
+    compare=partial(_compare_mask, boolean=False),
     mistakes=(
         Mistake(
             lambda blocked: np.where(blocked, 0.0, -np.inf),
@@ -94,26 +99,13 @@ def _kv_cache_mask_cases(rng: np.random.Generator) -> CaseList:
     return [(f"T={T}, S={S}", (T, S)) for T, S in [(4, 4), (1, 5), (3, 7), (2, 3), (5, 9)]]
 
 
-def _compare_bool_mask(got: Any, expected: np.ndarray) -> str | None:
-    answer = answer_array(got)
-    if answer is None:
-        return f"the mask should be an array; got {type(got).__name__}"
-    if answer.shape != expected.shape:
-        return f"the mask should have shape {expected.shape}; got {answer.shape}"
-    if answer.dtype != np.bool_:  # the exercise asks for a boolean mask
-        return f"the mask should be boolean (True = may attend); got dtype {answer.dtype}"
-    if not np.array_equal(answer, expected):
-        return "the mask differs from the lower-right causal mask"
-    return None
-
-
 KV_CACHE_MASK = Exercise(
     name="KV-cache mask",
     chapter=3,
     number=3,
     cases=_kv_cache_mask_cases,
     reference=lambda T, S: causal_mask(T, S, dtype=bool),
-    compare=_compare_bool_mask,
+    compare=partial(_compare_mask, boolean=True),
     mistakes=(
         Mistake(
             lambda T, S: np.tril(np.ones((T, S), dtype=bool)),
