@@ -24,7 +24,7 @@ is the one place that converts.
 
 The modules, in teaching order: ``scores`` (softmax), ``masks``, ``params``
 (weight containers), ``attention``, ``multihead``, ``encoder``, ``vision``,
-``efficient``; then ``interop`` (reading PyTorch), ``plotting``,
+``efficient``, ``positions``; then ``interop`` (reading PyTorch), ``plotting``,
 ``exercises`` (the checkers), ``testing`` and ``measure`` (helpers for the
 tests, chapters and benchmarks).
 
@@ -39,7 +39,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import attention, efficient, encoder, interop, masks, multihead, params, plotting, scores, vision
+from . import attention, efficient, encoder, interop, masks, multihead, params, plotting, positions, scores, vision
 from .attention import *  # noqa: F403
 from .efficient import *  # noqa: F403
 from .encoder import *  # noqa: F403
@@ -48,6 +48,7 @@ from .masks import *  # noqa: F403
 from .multihead import *  # noqa: F403
 from .params import *  # noqa: F403
 from .plotting import *  # noqa: F403
+from .positions import *  # noqa: F403
 from .scores import *  # noqa: F403
 from .vision import *  # noqa: F403
 
@@ -66,6 +67,7 @@ __all__ = [
     *vision.__all__,
     *_LAZY["vision_modules"],
     *efficient.__all__,
+    *positions.__all__,
     *interop.__all__,
     *plotting.__all__,
 ]
