@@ -20,7 +20,9 @@ from selfattention import (
     plot_head_split,
     plot_mask,
     plot_patch_grid,
+    plot_position_table,
     plot_token_grid,
+    sinusoidal_positions,
 )
 from selfattention.plotting import diagrams, views
 
@@ -41,7 +43,7 @@ def test_importing_the_plotting_package_does_not_load_matplotlib():
 
 def test_all_is_the_submodules_lists_and_reaches_the_top_level():
     assert sa.plotting.__all__ == [*views.__all__, *diagrams.__all__]
-    assert len(set(sa.plotting.__all__)) == 9
+    assert len(set(sa.plotting.__all__)) == 10
     for name in sa.plotting.__all__:
         assert getattr(sa, name) is getattr(sa.plotting, name)
 
@@ -154,6 +156,14 @@ def test_plot_block_traversal_marks_the_current_block():
     assert [ax.get_title() for ax in plot_block_traversal(4, steps=np.array([3])).axes] == ["step 4 of 4"]
 
 
+def test_plot_position_table_centres_the_colours_on_zero():
+    ax = plot_position_table(sinusoidal_positions(16, 8))
+    image = ax.images[0]
+    assert image.get_array().shape == (16, 8)
+    assert image.get_clim() == pytest.approx((-1.0, 1.0), abs=1e-12)
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == ("feature", "position", "Position vectors")
+
+
 # One case per line: a call, and the message it must raise (a regex).
 # fmt: off
 ERROR_CASES = [
@@ -213,6 +223,10 @@ ERROR_CASES = [
     (lambda: plot_encoder_block(norm_first=1), r"norm_first must be True or False; got 1"),
     (lambda: plot_encoder_block(title=1), r"title must be a string or None; got 1 of type int"),
     (lambda: plot_encoder_block(ax=np.empty(2, dtype=object)), r"ax must be a matplotlib Axes or None; got ndarray \(pick one panel"),
+    (lambda: plot_position_table(np.ones(4)), r"table must be a 2-D \(T, D\) table, one row per position; got shape \(4,\)"),
+    (lambda: plot_position_table(np.full((2, 2), np.nan)), r"table must be finite to plot"),
+    (lambda: plot_position_table(np.ones((2, 2)), cmap="nope"), r"cmap must be the name of a matplotlib colour map"),
+    (lambda: plot_position_table(np.ones((2, 2)), title=None), r"title must be a string; got None"),
     (lambda: plot_block_traversal(0), r"num_blocks must be a positive integer; got 0"),
     (lambda: plot_block_traversal(5, steps=[5]), r"steps must be integers in \[0, 4\]; got 5"),
     (lambda: plot_block_traversal(5, steps=[-1]), r"steps must be integers in \[0, 4\]; got -1"),

@@ -20,13 +20,22 @@ function with fresh copies of its arguments, and an answer that changes an
 argument in place fails with a message that says so.
 
 Each chapter's exercises are declared in a module of their own
-(``ch01_word_vectors`` to ``ch07_cost``) as cases, a reference function and the
+(``ch01_word_vectors`` to ``ch08_positions``) as cases, a reference function and the
 known mistakes, each with the hint it earns; ``_framework`` runs them.
 """
 
 from __future__ import annotations
 
-from . import ch01_word_vectors, ch02_single_head, ch03_batched, ch04_multihead, ch05_encoder, ch06_vision, ch07_cost
+from . import (
+    ch01_word_vectors,
+    ch02_single_head,
+    ch03_batched,
+    ch04_multihead,
+    ch05_encoder,
+    ch06_vision,
+    ch07_cost,
+    ch08_positions,
+)
 from ._framework import CheckResult
 from .ch01_word_vectors import *  # noqa: F403
 from .ch02_single_head import *  # noqa: F403
@@ -35,7 +44,17 @@ from .ch04_multihead import *  # noqa: F403
 from .ch05_encoder import *  # noqa: F403
 from .ch06_vision import *  # noqa: F403
 from .ch07_cost import *  # noqa: F403
+from .ch08_positions import *  # noqa: F403
 
-_CHAPTERS = (ch01_word_vectors, ch02_single_head, ch03_batched, ch04_multihead, ch05_encoder, ch06_vision, ch07_cost)
+_CHAPTERS = (
+    ch01_word_vectors,
+    ch02_single_head,
+    ch03_batched,
+    ch04_multihead,
+    ch05_encoder,
+    ch06_vision,
+    ch07_cost,
+    ch08_positions,
+)
 
 __all__ = ["CheckResult", *(name for chapter in _CHAPTERS for name in chapter.__all__)]

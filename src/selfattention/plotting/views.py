@@ -1,8 +1,8 @@
 """Reusable views: pictures of the arrays the package computes, for any chapter and any size.
 
 Attention weights as a heatmap, one heatmap per head, a mask, one value per
-patch on its grid, an image cut into patches, and attention laid over an
-image. Each draws on the ``Axes`` it is given (a new figure if none) and
+patch on its grid, an image cut into patches, attention laid over an
+image, and a table of position vectors. Each draws on the ``Axes`` it is given (a new figure if none) and
 returns it; ``plot_attention_heads`` makes its own figure of panels.
 """
 
@@ -48,6 +48,7 @@ __all__ = [
     "plot_attention_heads",
     "plot_patch_grid",
     "plot_attention_overlay",
+    "plot_position_table",
 ]
 
 # Up to this many rows and columns, the weights are written into the cells.
@@ -435,4 +436,64 @@ def plot_attention_overlay(
         ax.plot((c + 0.5) * W / cols - 0.5, (r + 0.5) * H / rows - 0.5, marker="x", color="cyan", markersize=10, mew=2)
     ax.set_xticks([])
     ax.set_yticks([])
+    return ax
+
+
+def plot_position_table(
+    table: ArrayLike,
+    *,
+    ax: Axes | None = None,
+    title: str = "Position vectors",
+    cmap: str = "RdBu_r",
+) -> Axes:
+    """Heatmap of a ``(T, D)`` table of position vectors: a row per position, a column per feature.
+
+    The colours are centred on 0 (blue below, red above) and span the table's
+    largest magnitude, so a sinusoidal table and a learned one read the same way.
+
+    Parameters
+    ----------
+    table : array_like, shape (T, D)
+        One position vector per row, e.g. :func:`selfattention.sinusoidal_positions`
+        or a learned ``position_embeddings`` weight.
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure is made if omitted.
+    title : str
+        The axes title.
+    cmap : str
+        A matplotlib colour map name; a diverging one suits values around 0.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The axes drawn on.
+
+    Raises
+    ------
+    ValueError
+        If ``table`` is not a non-empty 2-D array of finite numbers, ``title``
+        is not a string, ``cmap`` is unknown, or ``ax`` is not an ``Axes``.
+
+    Notes
+    -----
+    See chapter 8 (sinusoidal and learned positions).
+    """
+    table = as_plottable(table, "table", 2, "a 2-D (T, D) table, one row per position")
+    check_text(title, "title")
+    cmap = check_cmap(cmap)
+    ax = axes_for(ax, (7, 4))
+    limit = max(float(np.abs(table).max()), 1e-12)
+    heatmap(
+        ax,
+        table,
+        title=title,
+        xlabel="feature",
+        ylabel="position",
+        colorbar="value",
+        cmap=cmap,
+        vmin=-limit,
+        vmax=limit,
+        aspect="auto",
+        interpolation="nearest",
+    )
     return ax
