@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyBboxPatch  # noqa: E402
 
 STEPS = [
-    ("token", "a row of X\n(T, D)", "ch. 1, 6"),
+    ("token", "a row of X (T, D)\n+ its position", "ch. 1, 6, 8"),
     ("Q, K, V", "X W_Q, X W_K,\nX W_V", "ch. 1, 2"),
     ("weights", "softmax(QKᵀ/√d_k)\n+ masks", "ch. 1–3"),
     ("heads", "H heads side\nby side, W_O", "ch. 4"),
