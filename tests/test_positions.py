@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here may reach the internet
 
@@ -316,7 +317,7 @@ BAD_INPUT = [
     (lambda: sa.apply_rope(np.ones((3, 4)), positions=5), r"positions must hold one position per token"),
     (
         lambda: sa.apply_rope(np.ones((2, 3, 4)), positions=np.zeros((3, 3))),
-        r"do not broadcast against x's leading axes \(2,\)",
+        r"positions of shape \(3, 3\) must be \(T,\) or have one axis for each of x's leading axes \(2,\)",
     ),
     (lambda: sa.apply_rope(np.ones((3, 4)), positions=[0, np.nan, 2]), r"positions must hold only finite numbers"),
     (lambda: sa.apply_rope(np.ones((3, 4)), positions=["a", "b", "c"]), r"positions must be an array of real numbers"),
@@ -334,6 +335,27 @@ BAD_INPUT = [
     (lambda: sa.alibi_bias(4, 3, dtype=bool), r"dtype must be a floating dtype: the bias is added"),
     (lambda: sa.alibi_bias(4, 3, dtype=int), r"dtype must be bool .* or a floating dtype"),
     (lambda: sa.alibi_bias(64, 10**5, 10**5), r"would hold 640,000,000,000 numbers"),
+    # found by an adversarial review: sizes that passed the old cap and then exhausted memory
+    (lambda: sa.sinusoidal_positions(2**20, 2**11), r"the table of shape \(1048576, 2048\) would hold 2,147,483,648"),
+    (lambda: sa.alibi_bias(32, 8192), r"the bias of shape \(32, 8192, 8192\) would hold"),
+    (lambda: sa.rope_angles([1], 2**40), r"head_dim must be at most 65,536"),
+    (lambda: sa.rope_decay_bound(np.arange(10**5), 2**16), r"the angles of shape \(100000, 32768\) would hold"),
+    # per-example positions (B, T) with heads: the batch axis would meet the head axis
+    (
+        lambda: sa.apply_rope(np.zeros((2, 2, 3, 4)), np.zeros((2, 3))),
+        r"positions of shape \(2, 3\) must be .* x's leading axes \(2, 2\).* pass positions\[:, None, :\]",
+    ),
+    (lambda: sa.apply_rope(np.zeros((3, 4)), np.zeros((5, 3))), r"one axis for each of x's leading axes \(\)"),
+    (lambda: sa.apply_rope(np.zeros((0, 4))), r"x has no tokens: shape \(0, 4\)"),
+    (lambda: sa.rope_decay_bound([np.nan], 64), r"distances must hold only finite numbers"),
+    (lambda: sa.add_positions(np.ones((2, 5, 8)), np.zeros((0, 8))), r"table must have at least one row"),
+    # finite input whose result overflows the dtype
+    (lambda: sa.apply_rope(np.full((2, 2), 6e4, np.float16)), r"apply_rope overflowed float16: .* compute in a wider"),
+    (lambda: sa.apply_rope(np.full((2, 2), 1.5e308)), r"apply_rope overflowed float64"),
+    (
+        lambda: sa.add_positions(np.full((1, 2), 6e4, np.float16), np.full((1, 2), 6e4, np.float16)),
+        r"x \+ table overflowed float16",
+    ),
 ]
 
 
@@ -348,3 +370,32 @@ def test_positions_accept_tensors_and_lists():
     np.testing.assert_array_equal(sa.apply_rope(x, torch.arange(3)), sa.apply_rope(x.detach().numpy()))
     np.testing.assert_array_equal(sa.add_positions([[1.0, 2.0]], [[0.5, 0.5]]), [[1.5, 2.5]])
     assert sa.alibi_bias(np.int64(2), torch.tensor(3)).shape == (2, 3, 3)
+
+
+def test_positions_with_one_axis_per_leading_axis_of_x_are_accepted():
+    q = np.random.default_rng(4).normal(size=(2, 3, 5, 8))  # (B, H, T, Dh)
+    per_example = np.array([np.arange(5), np.arange(5) + 10])  # (B, T)
+    rotated = sa.apply_rope(q, per_example[:, None, :])  # (B, 1, T)
+    for b in range(2):
+        np.testing.assert_array_equal(rotated[b], sa.apply_rope(q[b], per_example[b]))
+
+
+def test_overflow_checks_raise_no_numpy_warnings():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match="overflowed"):
+            sa.apply_rope(np.full((2, 2), 3e38, np.float32))
+
+
+def test_float16_alibi_holds_far_penalties_at_the_lowest_finite_value():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bias = sa.alibi_bias(64, 1, 100_000, dtype=np.float16)
+    assert bias.dtype == np.float16 and np.isfinite(bias).all()
+    assert bias.min() == np.finfo(np.float16).min
+    np.testing.assert_allclose(sa.alibi_bias(4, 6, dtype=np.float32), sa.alibi_bias(4, 6), rtol=1e-7)
+
+
+def test_plot_position_table_refuses_values_whose_colour_range_overflows():
+    with pytest.raises(ValueError, match=r"table values must lie within"):
+        sa.plot_position_table([[1e308, -1e308], [0.0, 5e307]])

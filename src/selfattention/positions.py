@@ -47,8 +47,29 @@ __all__ = [
     "alibi_bias",
 ]
 
-# Tables larger than this many entries are refused: a typo (T=10**9) should not exhaust memory.
-_MAX_ENTRIES = 2**31
+# Results larger than this many entries (1 GiB in float64) are refused: a typo (T=10**9) should get a
+# ValueError, not exhaust memory. The temporaries (angles, sines, cosines) are a few times the result.
+_MAX_ENTRIES = 2**27
+_MAX_WIDTH = 2**16
+
+
+def _check_size(shape: tuple[int, ...], what: str) -> None:
+    entries = int(np.prod(shape, dtype=object))
+    if entries > _MAX_ENTRIES:
+        raise ValueError(
+            f"{what} of shape {shape} would hold {entries:,} numbers, more than the {_MAX_ENTRIES:,} allowed; "
+            "use fewer positions or a smaller width"
+        )
+
+
+def _check_finite_result(result: np.ndarray, what: str, inputs: str) -> np.ndarray:
+    """Raise if finite inputs gave an infinite result: the dtype's range was exceeded."""
+    if not np.isfinite(result).all():
+        raise ValueError(
+            f"{what} overflowed {result.dtype}: {inputs} are too large for its range "
+            f"(largest {np.finfo(result.dtype).max:.4g}); scale them down or compute in a wider dtype"
+        )
+    return result
 
 
 def _even_width(width: Any, name: str, why: str) -> int:
@@ -120,8 +141,7 @@ def sinusoidal_positions(T: int, D: int, base: float = 10000.0, *, interleaved: 
     D = _even_width(D, "D", "each frequency fills two columns, a sine and a cosine")
     base = _check_base(base)
     interleaved = check_bool(interleaved, "interleaved")
-    if T * D > _MAX_ENTRIES:
-        raise ValueError(f"a ({T}, {D}) table would hold {T * D:,} numbers; ask for fewer positions")
+    _check_size((T, D), "the table")
     angles = np.arange(T, dtype=np.float64)[:, None] * _frequencies(D, base)  # (T, D/2)
     table = np.empty((T, D))
     if interleaved:
@@ -230,17 +250,25 @@ def add_positions(x: ArrayLike, table: ArrayLike, offset: int = 0) -> np.ndarray
     check_all_finite(x, "x")
     check_all_finite(table, "table")
     max_len = table.shape[0]
+    if max_len == 0:
+        raise ValueError(f"table must have at least one row (one per position); got shape {table.shape}")
     if offset + T > max_len:
         raise ValueError(
             f"the table holds positions 0 … {max_len - 1}, but {T} tokens starting at position {offset} need "
             f"positions up to {offset + T - 1}. A table has a row only for each position it was built or trained "
             "for; shorten the input, or use positions that extend (sinusoidal, RoPE, ALiBi)"
         )
-    return x + table[offset : offset + T]  # (..., T, D)
+    with np.errstate(over="ignore"):
+        result = x + table[offset : offset + T]  # (..., T, D)
+    return _check_finite_result(result, "x + table", "the token vectors and positions")
 
 
 def _positions_for(positions: Any, T: int, batch: tuple[int, ...]) -> np.ndarray:
-    """Positions as float64, shape (..., T), checked against x's (..., T) axes."""
+    """Positions as float64: shape (T,), or one axis per leading axis of x, each of x's size or 1.
+
+    A (B, T) array for x of shape (B, H, T, Dh) is refused: NumPy would align its
+    batch axis with the heads, and silently rotate by the wrong positions when B == H.
+    """
     if positions is None:
         return np.arange(T, dtype=np.float64)
     positions = as_float_array(positions, "positions").astype(np.float64)
@@ -249,12 +277,17 @@ def _positions_for(positions: Any, T: int, batch: tuple[int, ...]) -> np.ndarray
             f"positions must hold one position per token, shape (T,) = ({T},) or (..., {T}); got shape "
             f"{positions.shape}"
         )
-    try:
-        np.broadcast_shapes(positions.shape[:-1], batch)
-    except ValueError:
+    lead = positions.shape[:-1]
+    fits = len(lead) == len(batch) and all(p in (1, b) for p, b in zip(lead, batch, strict=True))
+    if positions.ndim > 1 and not fits:
+        hint = ""
+        if len(lead) < len(batch) and len(lead) >= 1:
+            missing = ", None" * (len(batch) - len(lead))
+            hint = f"; for per-example positions (B, T) and x of shape (B, H, T, Dh), pass positions[:{missing}, :]"
         raise ValueError(
-            f"positions of shape {positions.shape} do not broadcast against x's leading axes {batch}"
-        ) from None
+            f"positions of shape {positions.shape} must be (T,) or have one axis for each of x's leading axes "
+            f"{batch}, each of the same size or 1{hint}"
+        )
     check_all_finite(positions, "positions")
     return positions
 
@@ -286,12 +319,19 @@ def rope_angles(positions: ArrayLike, head_dim: int, base: float = 10000.0) -> n
     -----
     See chapter 8 (RoPE).
     """
+    return _angles(positions, head_dim, base, "positions")
+
+
+def _angles(positions: Any, head_dim: Any, base: Any, name: str) -> np.ndarray:
     head_dim = _even_width(head_dim, "head_dim", "RoPE rotates the features in pairs")
+    if head_dim > _MAX_WIDTH:
+        raise ValueError(f"head_dim must be at most {_MAX_WIDTH:,}; got {head_dim:,}")
     base = _check_base(base)
-    positions = as_float_array(positions, "positions").astype(np.float64)
+    positions = as_float_array(positions, name).astype(np.float64)
     if positions.ndim == 0 or positions.size == 0:
-        raise ValueError(f"positions must be a non-empty array of shape (..., T); got shape {positions.shape}")
-    check_all_finite(positions, "positions")
+        raise ValueError(f"{name} must be a non-empty array of shape (..., T); got shape {positions.shape}")
+    check_all_finite(positions, name)
+    _check_size((*positions.shape, head_dim // 2), "the angles")
     return positions[..., None] * _frequencies(head_dim, base)  # (..., T, Dh/2)
 
 
@@ -347,6 +387,8 @@ def apply_rope(
     check_min_ndim(x, "x", 2, "(..., T, Dh)")
     *batch, T, Dh = x.shape
     _even_width(Dh, "the head width Dh (x's last axis)", "RoPE rotates the features in pairs")
+    if T == 0:
+        raise ValueError(f"x has no tokens: shape {x.shape}, with T = 0 in (..., T, Dh)")
     check_all_finite(x, "x")
     interleaved = check_bool(interleaved, "interleaved")
     angles = rope_angles(_positions_for(positions, T, tuple(batch)), Dh, base)  # (..., T, Dh/2), float64
@@ -354,13 +396,15 @@ def apply_rope(
     cos, sin = np.cos(angles).astype(work), np.sin(angles).astype(work)
     xw = x.astype(work, copy=False)
     a, b = (xw[..., 0::2], xw[..., 1::2]) if interleaved else (xw[..., : Dh // 2], xw[..., Dh // 2 :])
-    out = np.empty(np.broadcast_shapes(x.shape, (*cos.shape[:-1], Dh)), dtype=work)
-    rotated_a, rotated_b = a * cos - b * sin, a * sin + b * cos  # (..., T, Dh/2) each
-    if interleaved:
-        out[..., 0::2], out[..., 1::2] = rotated_a, rotated_b
-    else:
-        out[..., : Dh // 2], out[..., Dh // 2 :] = rotated_a, rotated_b
-    return out.astype(x.dtype, copy=False)
+    out = np.empty(x.shape, dtype=work)
+    with np.errstate(over="ignore", invalid="ignore"):
+        rotated_a, rotated_b = a * cos - b * sin, a * sin + b * cos  # (..., T, Dh/2) each
+        if interleaved:
+            out[..., 0::2], out[..., 1::2] = rotated_a, rotated_b
+        else:
+            out[..., : Dh // 2], out[..., Dh // 2 :] = rotated_a, rotated_b
+        result = out.astype(x.dtype, copy=False)
+    return _check_finite_result(result, "apply_rope", "the entries of x")
 
 
 def rope_decay_bound(distances: ArrayLike, head_dim: int, base: float = 10000.0) -> np.ndarray:
@@ -384,7 +428,7 @@ def rope_decay_bound(distances: ArrayLike, head_dim: int, base: float = 10000.0)
 
     Returns
     -------
-    numpy.ndarray
+    numpy.ndarray, float64
         The relative bound, the shape of ``distances``.
 
     Raises
@@ -397,7 +441,7 @@ def rope_decay_bound(distances: ArrayLike, head_dim: int, base: float = 10000.0)
     -----
     See chapter 8 (RoPE's long-range decay).
     """
-    angles = rope_angles(np.atleast_1d(as_float_array(distances, "distances")), head_dim, base)  # (N, Dh/2)
+    angles = _angles(np.atleast_1d(as_float_array(distances, "distances")), head_dim, base, "distances")  # (N, Dh/2)
     partial_sums = np.cumsum(np.exp(1j * angles), axis=-1)  # S_1 … S_{Dh/2}
     bound = np.abs(partial_sums).mean(axis=-1) / ((head_dim // 2 + 1) / 2)
     return bound.reshape(np.shape(distances))
@@ -462,11 +506,16 @@ def alibi_bias(num_heads: int, T: int, S: int | None = None, dtype: DTypeLike = 
     S : int, optional
         Number of keys; defaults to T.
     dtype : numpy floating dtype, default float64
+        Computed in this dtype. In float16, penalties beyond its range
+        (65,504) are held at its most negative finite value, which the
+        softmax treats as a block, like ``-inf``, with no overflow.
 
     Returns
     -------
     numpy.ndarray, shape (H, T, S)
         0 on the diagonal (the query's own position), negative elsewhere.
+        With S < T the first T - S queries sit before key 0, as in
+        :func:`selfattention.causal_mask`, and their rows have no 0.
         Broadcasts against multi-head scores (..., H, T, S); pass it as
         ``mask=combine_masks(alibi_bias(H, T), causal_mask(T))``.
 
@@ -485,7 +534,10 @@ def alibi_bias(num_heads: int, T: int, S: int | None = None, dtype: DTypeLike = 
     dtype = _mask_dtype(dtype)
     if dtype == np.bool_:
         raise ValueError("dtype must be a floating dtype: the bias is added to the scores; got bool")
-    if slopes.size * T * S > _MAX_ENTRIES:
-        raise ValueError(f"a ({slopes.size}, {T}, {S}) bias would hold {slopes.size * T * S:,} numbers; too many")
+    _check_size((slopes.size, T, S), "the bias")
     distance = np.abs(np.arange(T)[:, None] + (S - T) - np.arange(S)[None, :])  # (T, S): |query pos - key pos|
-    return (slopes[:, None, None] * -distance).astype(dtype)  # (H, T, S); * -distance keeps 0 from being -0.0
+    lowest = np.finfo(dtype).min  # float16: -65,504
+    work = np.float32 if dtype == np.float16 else dtype  # float16's range ends at 65,504: multiply in float32
+    minus_distance = (-distance).astype(work)  # negated as integers, so the diagonal is 0.0, not -0.0
+    penalty = np.maximum(slopes[:, None, None].astype(work) * minus_distance, lowest)
+    return penalty.astype(dtype, copy=False)  # (H, T, S)

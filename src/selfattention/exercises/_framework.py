@@ -289,7 +289,14 @@ def answer_array(got: Any) -> np.ndarray | None:
     return array if array.dtype.kind in "biuf" else None
 
 
-def _compare_array(got: Any, expected: np.ndarray, name: str) -> str | None:
+# What a NaN or inf in an answer usually means: in attention code, an exponential that overflowed.
+SOFTMAX_NAN_HINT = (
+    "did an exponential overflow to inf, or did a whole row underflow to 0 so that 0/0 = NaN? "
+    "Subtract each row's own maximum"
+)
+
+
+def _compare_array(got: Any, expected: np.ndarray, name: str, nan_hint: str = SOFTMAX_NAN_HINT) -> str | None:
     answer = answer_array(got)
     plural = name.endswith("s")  # "the weights do", "the output does"
     if answer is None or (isinstance(got, tuple) and answer.shape != expected.shape):
@@ -301,10 +308,7 @@ def _compare_array(got: Any, expected: np.ndarray, name: str) -> str | None:
     low_precision, half = answer.dtype in (np.float32, np.float16), answer.dtype == np.float16
     answer = answer.astype(np.float64)
     if not np.isfinite(answer).all():
-        return (
-            f"the {name} {'contain' if plural else 'contains'} NaN or inf: did an exponential overflow to inf, "
-            "or did a whole row underflow to 0 so that 0/0 = NaN? Subtract each row's own maximum"
-        )
+        return f"the {name} {'contain' if plural else 'contains'} NaN or inf: {nan_hint}"
     if low_precision:
         rtol, atol = RTOL_FLOAT32, ATOL_FLOAT32 * max(1.0, float(np.max(np.abs(expected), initial=0.0)))
     else:
@@ -320,9 +324,13 @@ def _compare_array(got: Any, expected: np.ndarray, name: str) -> str | None:
     return None
 
 
-def compare_array(name: str) -> Compare:
-    """Compare one returned array, called ``name`` in the messages ("output", "weights")."""
-    return lambda got, expected: _compare_array(got, expected, name)
+def compare_array(name: str, nan_hint: str = SOFTMAX_NAN_HINT) -> Compare:
+    """Compare one returned array, called ``name`` in the messages ("output", "weights").
+
+    ``nan_hint`` follows "contains NaN or inf:" when the answer is not finite;
+    the default points at an overflowing exponential, the usual cause in attention code.
+    """
+    return lambda got, expected: _compare_array(got, expected, name, nan_hint)
 
 
 def compare_pair(got: Any, expected: tuple[np.ndarray, np.ndarray]) -> str | None:

@@ -10,6 +10,9 @@ import numpy as np
 from ..positions import alibi_slopes, apply_rope, sinusoidal_positions
 from ._framework import CaseList, CheckResult, Exercise, Mistake, compare_array
 
+# No exponential here: a NaN or inf comes from a division by zero or a wrong power.
+_NAN_HINT = "check for a division by zero or a power of the wrong sign (the exponents here are never positive)"
+
 __all__ = ["check_sinusoidal_positions", "check_rope", "check_alibi_slopes"]
 
 
@@ -32,7 +35,7 @@ SINUSOIDAL = Exercise(
     number=1,
     cases=lambda rng: [(f"T={T}, D={D}", (T, D)) for T, D in [(4, 4), (10, 8), (50, 16), (7, 2), (100, 64)]],
     reference=sinusoidal_positions,
-    compare=compare_array("table"),
+    compare=compare_array("table", _NAN_HINT),
     float32=False,
     mistakes=(
         Mistake(
@@ -41,7 +44,15 @@ SINUSOIDAL = Exercise(
         ),
         Mistake(
             _sinusoidal_with(lambda i, D: i / D),
-            "It matches the exponent i/D; pair i uses base^(2i/D), so the slowest frequency is about 1/base",
+            "It matches the exponent i/D; pair i turns at base^(-2i/D) radians per position",
+        ),
+        Mistake(
+            _sinusoidal_with(lambda i, D: -2 * i / D),
+            "It matches a positive exponent, base^(+2i/D): the frequencies must fall, base^(-2i/D)",
+        ),
+        Mistake(
+            lambda T, D: sinusoidal_positions(T + 1, D)[1:],
+            "It matches positions 1 … T; the first row is position 0, (0, 1, 0, 1, ...)",
         ),
         Mistake(
             _sinusoidal_with(lambda i, D: 2 * i / D, swap=True),
@@ -85,7 +96,7 @@ ROPE = Exercise(
     number=2,
     cases=_rope_cases,
     reference=apply_rope,
-    compare=compare_array("rotated vectors"),
+    compare=compare_array("rotated vectors", _NAN_HINT),
     mistakes=(
         Mistake(
             lambda x, positions: apply_rope(x, positions, interleaved=True),
@@ -103,6 +114,10 @@ ROPE = Exercise(
             lambda x, positions: x,
             "It returns x unchanged: rotate each pair by position * frequency",
         ),
+        Mistake(
+            lambda x, positions: apply_rope(x),
+            "It matches positions 0 … T-1 whatever positions were given; use the positions argument",
+        ),
     ),
 )
 
@@ -119,9 +134,9 @@ ALIBI_SLOPES = Exercise(
     name="ALiBi slopes",
     chapter=8,
     number=3,
-    cases=lambda rng: [(f"H={H}", (H,)) for H in (12, 8, 1, 2, 6, 16, 20)],
+    cases=lambda rng: [(f"H={H}", (H,)) for H in (8, 12, 1, 2, 6, 16, 20)],
     reference=alibi_slopes,
-    compare=compare_array("slopes"),
+    compare=compare_array("slopes", _NAN_HINT),
     mistakes=(
         Mistake(
             lambda H: 2.0 ** (-8.0 * np.arange(1, H + 1) / H),

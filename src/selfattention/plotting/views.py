@@ -483,6 +483,8 @@ def plot_position_table(
     cmap = check_cmap(cmap)
     ax = axes_for(ax, (7, 4))
     limit = max(float(np.abs(table).max()), 1e-12)
+    if limit > np.finfo(np.float64).max / 4:  # matplotlib's colour scale spans 2 * limit
+        raise ValueError(f"table values must lie within ±{np.finfo(np.float64).max / 4:.3g} to plot; got {limit:.3g}")
     heatmap(
         ax,
         table,
