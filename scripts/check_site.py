@@ -5,7 +5,9 @@ Usage: python scripts/check_site.py _build/html
 Run by ``make book`` after the build. It checks that every page in _toc.yml was
 built, then reads every HTML page and stylesheet
 and fails (exit 1) on a script, stylesheet, image, font or frame whose address
-names a host (``http://``, ``https://`` or ``//``). Plain links (``<a href>``)
+names a host (``http://``, ``https://`` or ``//``), and on MyST markup that
+reached a page's text unrendered (a ```` ```{dropdown} ```` fence whose title
+holds backticks is printed as plain text, for example). Plain links (``<a href>``)
 to other sites are fine: they load nothing until a reader follows them.
 
 The site serves cut-down Font Awesome files (book/_static/fontawesome-subset/,
@@ -127,6 +129,38 @@ REMOTE = re.compile(r"^\s*(https?:)?//", re.IGNORECASE)
 CSS_REMOTE = re.compile(r"(url\(\s*['\"]?\s*(https?:)?//|@import\s+['\"](https?:)?//)", re.IGNORECASE)
 
 
+# MyST that should have become HTML: a directive fence or a role, seen in a page's text outside code.
+UNRENDERED_MYST = re.compile(r"(```|:::)\{[a-z-]+\}|\{(ref|eq|cite:p|cite:t|glue:text|py:func|py:class|numref)\}`")
+
+
+class _VisibleText(HTMLParser):
+    """A page's text outside <pre>, <code>, <script> and <style>, where MyST source may legitimately appear."""
+
+    SKIP = {"pre", "code", "script", "style"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.depth += tag in self.SKIP
+
+    def handle_endtag(self, tag: str) -> None:
+        self.depth -= tag in self.SKIP and self.depth > 0
+
+    def handle_data(self, data: str) -> None:
+        if not self.depth:
+            self.parts.append(data)
+
+
+def unrendered_myst(html: str) -> list[str]:
+    """The MyST fences and roles in ``html``'s visible text, which the build left unrendered."""
+    parser = _VisibleText()
+    parser.feed(html)
+    return [match.group(0) for match in UNRENDERED_MYST.finditer(" ".join(parser.parts))]
+
+
 class _RemoteLoads(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
@@ -153,6 +187,8 @@ def problems_in(site: Path) -> list[str]:
         parser = _RemoteLoads()
         parser.feed(page.read_text(encoding="utf-8", errors="replace"))
         problems += [f"{page.relative_to(site)}: loads from another host: {tag}" for tag in parser.found]
+        html = page.read_text(encoding="utf-8", errors="replace")
+        problems += [f"{page.relative_to(site)}: unrendered MyST in the text: {m!r}" for m in unrendered_myst(html)]
     for sheet in sorted(site.rglob("*.css")):
         if CSS_REMOTE.search(sheet.read_text(encoding="utf-8", errors="replace")):
             problems.append(f"{sheet.relative_to(site)}: a stylesheet imports from another host")
