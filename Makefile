@@ -24,8 +24,9 @@ $(STAMP): requirements.txt constraints.txt pyproject.toml
 install: $(STAMP) ## create .venv and install the pinned requirements (the other targets do it too)
 
 # --all: a full build takes seconds, and an incremental one can keep stale static files.
-site: $(STAMP) ## build the site into _build/html (warnings are errors), then check it loads nothing remote
+site: $(STAMP) ## build the site into _build/html (warnings are errors), shrink its figures, check it loads nothing remote
 	$(BIN)/jupyter-book build . -W -n --keep-going --all
+	$(BIN)/python scripts/optimize_images.py _build/html
 	$(BIN)/python scripts/check_site.py _build/html
 
 book: site ## the same as site
