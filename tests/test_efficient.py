@@ -10,6 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+import selfattention as sa
 from selfattention import causal_mask, memory_efficient_attention, scaled_dot_product_attention
 from selfattention.measure import peak_bytes
 from selfattention.testing import assert_parity, to_torch
@@ -80,3 +81,25 @@ def test_errors():
         memory_efficient_attention(x, np.ones((3, 3)), x)
     with pytest.raises(ValueError, match=r"mask of shape \(2, 2\) does not broadcast to the scores' shape"):
         memory_efficient_attention(x, x, x, mask=np.ones((2, 2), dtype=bool))
+
+
+@pytest.mark.parametrize(("T", "S", "block", "tiles"), [(8, 8, 2, 10), (8, 8, 8, 1), (4, 8, 2, 7)])
+def test_causal_attention_skips_the_tiles_above_the_diagonal(monkeypatch, T, S, block, tiles):
+    """Each query block stops at its last visible key: only tiles with a visible key are computed."""
+    from selfattention import efficient
+
+    seen = []
+    original = efficient._online_softmax_update
+
+    def counting(running_max, running_sum, out, scores, values, **kwargs):
+        seen.append(scores.shape[-2:])
+        return original(running_max, running_sum, out, scores, values, **kwargs)
+
+    monkeypatch.setattr(efficient, "_online_softmax_update", counting)
+    rng = np.random.default_rng(0)
+    q, k, v = rng.normal(size=(2, T, 4)), rng.normal(size=(2, S, 4)), rng.normal(size=(2, S, 3))
+    got = sa.memory_efficient_attention(q, k, v, block_size=block, is_causal=True)
+    np.testing.assert_allclose(got, sa.scaled_dot_product_attention(q, k, v, is_causal=True)[0], rtol=1e-12)
+    visible = sa.causal_mask(T, S, dtype=bool)
+    expected = sum(visible[i : i + block, j : j + block].any() for i in range(0, T, block) for j in range(0, S, block))
+    assert len(seen) == expected == tiles

@@ -19,9 +19,20 @@ from ._validation import (
     check_positive_int,
 )
 from .attention import _dtypes, _validate_attention_args, check_no_overflow
-from .masks import apply_causal, apply_mask
+from .masks import apply_mask
 
 __all__ = ["memory_efficient_attention", "online_softmax_update"]
+
+
+def apply_causal_tile(scores: np.ndarray, first_query: int, first_key: int) -> None:
+    """Block, in place, the keys after each query in one (..., rows, cols) tile of causal scores.
+
+    The tile's row r is the query at absolute position ``first_query + r``, and its
+    column c the key at ``first_key + c``; only a boolean (rows, cols) pattern is built.
+    """
+    rows, cols = scores.shape[-2:]
+    later = np.arange(first_key, first_key + cols)[None, :] > np.arange(first_query, first_query + rows)[:, None]
+    np.copyto(scores, -np.inf, where=later)
 
 
 def memory_efficient_attention(
@@ -65,8 +76,12 @@ def memory_efficient_attention(
         Keys per block.
     is_causal : bool, default False
         Block later keys, with the lower-right alignment of
-        :func:`selfattention.scaled_dot_product_attention`; only a
-        ``(T, block_size)`` boolean pattern is built per block.
+        :func:`selfattention.scaled_dot_product_attention`. The queries are
+        then visited ``block_size`` at a time too, and each query block stops
+        at the last key it may see: tiles the mask would blank entirely are
+        never computed (about half of them when T = S), and only a
+        ``(block_size, block_size)`` boolean pattern is built, on the diagonal
+        tiles. See chapter 9.
 
     Returns
     -------
@@ -105,18 +120,32 @@ def memory_efficient_attention(
     running_sum = np.zeros((*batch, T, 1), dtype=work)  # l
     out = np.zeros((*batch, T, Dv), dtype=work)  # o, unnormalised
 
+    # Without a causal mask every query sees every key block: one pass over the keys for all T queries.
+    # With one, the queries are cut into blocks too, and each query block stops at the last key it may
+    # see: the tiles above the diagonal, about half of them for T = S, are never computed.
+    query_blocks = [(0, T)] if not is_causal else [(i, min(i + block, T)) for i in range(0, T, block)]
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, once and clearly
-        for start in range(0, S, block):
-            stop = min(start + block, S)
-            scores = np.matmul(q, np.swapaxes(k[..., start:stop, :], -1, -2))  # (..., T, block)
-            if mask is not None:
-                apply_mask(scores, mask[..., start:stop])
-            if is_causal:
-                apply_causal(scores, S, start)
-            running_max, running_sum, out = _online_softmax_update(
-                running_max, running_sum, out, scores, v[..., start:stop, :], in_place=True
-            )
-            del scores  # free this block before the next one is allocated: one block alive at a time
+        for q_start, q_stop in query_blocks:
+            rows = slice(q_start, q_stop)
+            first_position = S - T + q_start  # lower-right alignment: query i sits at position S - T + i
+            key_stop = min(S, S - T + q_stop) if is_causal else S  # one past the last key this block may see
+            for start in range(0, max(key_stop, 0), block):
+                stop = min(start + block, key_stop)
+                scores = np.matmul(q[..., rows, :], np.swapaxes(k[..., start:stop, :], -1, -2))  # (..., rows, block)
+                if mask is not None:
+                    apply_mask(scores, mask[..., rows, start:stop])
+                if is_causal and stop - 1 > first_position:  # a tile on the diagonal: some keys come later
+                    apply_causal_tile(scores, first_position, start)
+                new_max, _, _ = _online_softmax_update(
+                    running_max[..., rows, :],
+                    running_sum[..., rows, :],  # views: updated in place
+                    out[..., rows, :],
+                    scores,
+                    v[..., start:stop, :],
+                    in_place=True,
+                )
+                running_max[..., rows, :] = new_max
+                del scores  # free this block before the next one is allocated: one block alive at a time
 
     np.divide(out, running_sum, out=out, where=running_sum > 0)  # fully blocked queries stay 0
     check_no_overflow(out, dtype)
