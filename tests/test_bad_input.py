@@ -144,7 +144,7 @@ BAD_INPUT = [
         lambda: sa.online_softmax_update(np.zeros((3, 1)), np.zeros((3, 1)), np.zeros((3, 6)), Q, V[:4], in_place=1),
         r"in_place must be True or False; got 1",
     ),
-    (lambda: sa.repeat_kv_heads(np.ones((2, 3, 4)), 2**70), r"repeats=.* would make .* numbers"),
+    (lambda: sa.repeat_kv(np.ones((2, 3, 4)), 2**70), r"n_rep=.* would make .* numbers"),
     (lambda: sa.measure.best_time(lambda: None, repeats=2**70), r"repeats must be at most 1,000,000"),
     (lambda: sa.T2TAttention(2**70, 4), r"dim must be at most 1,048,576"),
     (lambda: sa.PatchAttentionBlock(3, 4, embed_dim=2**40), r"embed_dim must be at most"),

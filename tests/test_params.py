@@ -57,7 +57,7 @@ def test_the_steps_compose_to_multihead_attention(rng):
     q, k, v = sa.project_qkv(x, params)
     q, k, v = sa.split_heads(q, 4), sa.split_heads(k, 2), sa.split_heads(v, 2)
     assert q.shape == (3, 4, 6, 4) and k.shape == v.shape == (3, 2, 6, 4)
-    k, v = sa.repeat_kv_heads(k, 2), sa.repeat_kv_heads(v, 2)
+    k, v = sa.repeat_kv(k, 2), sa.repeat_kv(v, 2)
     np.testing.assert_array_equal(k[:, 1], k[:, 0])  # query heads 0 and 1 share key/value head 0
     out, weights = sa.scaled_dot_product_attention(q, k, v, mask=sa.causal_mask(6))
     y = params.out(sa.merge_heads(out))
@@ -212,10 +212,10 @@ def test_state_dict_readers_match_the_module_readers():
         (lambda: sa.multihead_attention(np.ones((2, 16)), np.ones((16, 48))), r"w_out is missing"),
         (lambda: sa.project_qkv(np.ones((2, 16)), {"q": 1}), r"params must be an AttentionParams; got dict"),
         (
-            lambda: sa.repeat_kv_heads(np.ones((2, 3)), 2),
+            lambda: sa.repeat_kv(np.ones((2, 3)), 2),
             r"x must have at least 3 axes \(\.\.\., Hkv, S, Dh\); got shape \(2, 3\)",
         ),
-        (lambda: sa.repeat_kv_heads(np.ones((2, 3, 4)), 0), r"repeats must be a positive integer; got 0"),
+        (lambda: sa.repeat_kv(np.ones((2, 3, 4)), 0), r"n_rep must be a positive integer; got 0"),
         (lambda: EncoderParams(1, 2, 3, 4), r"attention must be an AttentionParams; got int"),
         (lambda: sa.feed_forward(np.ones(4), "weights"), r"params must be a FeedForwardParams; got str"),
         (

@@ -24,7 +24,7 @@ is the one place that converts.
 
 The modules, in teaching order: ``scores`` (softmax), ``masks``, ``params``
 (weight containers), ``attention``, ``multihead``, ``encoder``, ``vision``,
-``efficient``, ``positions``; then ``interop`` (reading PyTorch), ``plotting``,
+``efficient``, ``positions``, ``decoding``; then ``interop`` (reading PyTorch), ``plotting``,
 ``exercises`` (the checkers), ``testing`` and ``measure`` (helpers for the
 tests, chapters and benchmarks).
 
@@ -39,8 +39,22 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from . import attention, efficient, encoder, interop, masks, multihead, params, plotting, positions, scores, vision
+from . import (
+    attention,
+    decoding,
+    efficient,
+    encoder,
+    interop,
+    masks,
+    multihead,
+    params,
+    plotting,
+    positions,
+    scores,
+    vision,
+)
 from .attention import *  # noqa: F403
+from .decoding import *  # noqa: F403
 from .efficient import *  # noqa: F403
 from .encoder import *  # noqa: F403
 from .interop import *  # noqa: F403
@@ -68,6 +82,7 @@ __all__ = [
     *_LAZY["vision_modules"],
     *efficient.__all__,
     *positions.__all__,
+    *decoding.__all__,
     *interop.__all__,
     *plotting.__all__,
 ]

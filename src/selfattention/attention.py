@@ -27,6 +27,7 @@ def scaled_dot_product_attention(
     mask: ArrayLike | None = None,
     scale: float | None = None,
     is_causal: bool = False,
+    enable_gqa: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Scaled dot-product attention, returning the output and the weights.
 
@@ -60,6 +61,12 @@ def scaled_dot_product_attention(
         is_causal=True)`` aligns upper-left instead; the two agree only when
         T = S. May be combined with ``mask``: a key is then kept only if both
         keep it.
+    enable_gqa : bool, default False
+        Grouped-query attention, as in PyTorch's ``enable_gqa``: ``q`` has H
+        heads on its third-to-last axis, ``(..., H, T, Dk)``, and ``k``, ``v``
+        have Hkv, ``(..., Hkv, S, Dk)``, with H a multiple of Hkv. Query head
+        ``h`` reads key/value head ``h // (H // Hkv)`` (see
+        :func:`selfattention.repeat_kv`). Hkv = 1 is multi-query attention.
 
     Returns
     -------
@@ -84,6 +91,8 @@ def scaled_dot_product_attention(
     See chapter 1 (one query by hand, then the matrix form), chapter 2, and
     chapter 3 (masks and ``is_causal``).
     """
+    if check_bool(enable_gqa, "enable_gqa"):
+        k, v = _share_kv_heads(q, k, v)
     q, k, v, mask, scale = _validate_attention_args(q, k, v, mask, scale)
     is_causal = check_bool(is_causal, "is_causal")
     dtype, work = _dtypes(q, k, v)
@@ -98,6 +107,27 @@ def scaled_dot_product_attention(
         out = np.matmul(weights, v.astype(work, copy=False))  # (..., T, Dv)
     check_no_overflow(out, dtype)
     return out.astype(dtype, copy=False), weights.astype(dtype, copy=False)
+
+
+def _share_kv_heads(q: ArrayLike, k: ArrayLike, v: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
+    """For grouped-query attention: k and v with each of their Hkv heads repeated for its H // Hkv query heads."""
+    q, k, v = as_float_array(q, "q"), as_float_array(k, "k"), as_float_array(v, "v")
+    for name, arr, layout in (
+        ("q", q, "(..., H, T, Dk)"),
+        ("k", k, "(..., Hkv, S, Dk)"),
+        ("v", v, "(..., Hkv, S, Dv)"),
+    ):
+        check_min_ndim(arr, name, 3, layout + " with enable_gqa=True")
+    H, Hkv = q.shape[-3], k.shape[-3]
+    if v.shape[-3] != Hkv:
+        raise ValueError(f"k has {Hkv} heads but v has {v.shape[-3]}; with enable_gqa=True they must match")
+    if Hkv == 0 or H % Hkv:
+        raise ValueError(
+            f"with enable_gqa=True the query heads must be a multiple of the key/value heads; got H={H} query "
+            f"heads (q {q.shape}) and Hkv={Hkv} (k {k.shape})"
+        )
+    r = H // Hkv
+    return (k, v) if r == 1 else (np.repeat(k, r, axis=-3), np.repeat(v, r, axis=-3))  # (..., H, S, D)
 
 
 def _dtypes(*arrays: np.ndarray) -> tuple[np.dtype, np.dtype]:

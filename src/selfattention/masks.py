@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike, DTypeLike
 
 from ._validation import as_array, check_no_nan_or_posinf, check_positive_int
 
-__all__ = ["causal_mask", "padding_mask", "combine_masks"]
+__all__ = ["causal_mask", "sliding_window_mask", "padding_mask", "combine_masks"]
 
 
 def _mask_dtype(dtype: DTypeLike) -> np.dtype:
@@ -91,6 +91,54 @@ def causal_mask(T: int, S: int | None = None, dtype: DTypeLike = np.float64) -> 
     T = check_positive_int(T, "T")
     S = T if S is None else check_positive_int(S, "S")
     return _as_dtype(causal_keep(T, S), _mask_dtype(dtype))
+
+
+def sliding_window_mask(T: int, window: int, S: int | None = None, dtype: DTypeLike = np.float64) -> np.ndarray:
+    r"""Sliding-window causal mask: each query sees its own position and the ``window - 1`` before it.
+
+    Query ``i`` sits at absolute position :math:`p = S - T + i` (lower-right
+    aligned, as in :func:`causal_mask`) and may attend to key ``j`` when
+
+    .. math::
+
+        0 \le p - j < \text{window}.
+
+    With ``window >= S`` it is the causal mask. Mistral 7B uses a window of
+    4096; a KV cache then needs only the last ``window`` keys and values.
+
+    Parameters
+    ----------
+    T : int
+        Number of queries, at least 1.
+    window : int
+        How many positions each query sees, its own included; at least 1.
+    S : int, optional
+        Number of keys; defaults to ``T``.
+    dtype : numpy dtype, default float64
+        Floating (0 and ``-inf``) or ``bool`` (True where the query may attend).
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(T, S)``.
+
+    Raises
+    ------
+    ValueError
+        If ``T``, ``S`` or ``window`` is not a positive integer, or ``dtype``
+        is neither bool nor floating.
+
+    Notes
+    -----
+    See chapter 9 (sliding windows) and :cite:`beltagy2020longformer`.
+    """
+    T = check_positive_int(T, "T", at_most=2**20)
+    S = T if S is None else check_positive_int(S, "S", at_most=2**20)
+    window = check_positive_int(window, "window")
+    if T * S > 2**28:
+        raise ValueError(f"a ({T}, {S}) mask would hold {T * S:,} entries; build it for fewer tokens")
+    distance = np.arange(T)[:, None] + (S - T) - np.arange(S)[None, :]  # p - j, (T, S)
+    return _as_dtype((distance >= 0) & (distance < window), _mask_dtype(dtype))
 
 
 def causal_keep(T: int, S: int, start: int = 0, stop: int | None = None) -> np.ndarray:

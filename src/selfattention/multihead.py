@@ -7,7 +7,7 @@ repeating them):
 
 1. :func:`selfattention.project_qkv`: ``q, k, v`` from the inputs;
 2. :func:`split_heads`: (..., T, H*Dh) -> (..., H, T, Dh);
-3. (positions, in chapter 8; :func:`repeat_kv_heads` when Hkv < H);
+3. (positions, in chapter 8; :func:`repeat_kv` when Hkv < H);
 4. :func:`selfattention.scaled_dot_product_attention`, every head at once;
 5. :func:`merge_heads`: (..., H, T, Dv) -> (..., T, H*Dv);
 6. the output projection, ``params.out(...)``.
@@ -30,7 +30,7 @@ from .params import AttentionParams, project_qkv
 __all__ = [
     "split_heads",
     "merge_heads",
-    "repeat_kv_heads",
+    "repeat_kv",
     "multihead_attention",
     "mha_parameter_count",
     "mha_multiply_adds",
@@ -103,39 +103,40 @@ def merge_heads(x: ArrayLike) -> np.ndarray:
     return side_by_side.reshape(*batch, T, H * Dh)  # (..., T, D)
 
 
-def repeat_kv_heads(x: ArrayLike, repeats: int) -> np.ndarray:
-    """Repeat each key/value head for the query heads that share it: (..., Hkv, S, Dh) -> (..., Hkv*r, S, Dh).
+def repeat_kv(x: ArrayLike, n_rep: int) -> np.ndarray:
+    """Repeat each key/value head for the query heads that share it: (..., Hkv, S, Dh) -> (..., Hkv*n_rep, S, Dh).
 
-    Head ``j`` of the result is head ``j // repeats`` of ``x``, so query heads
-    ``0 … r-1`` use key/value head 0, the next r use head 1, and so on: the
-    grouping of grouped-query attention (and of PyTorch's ``enable_gqa``).
+    Head ``j`` of the result is head ``j // n_rep`` of ``x``, so query heads
+    ``0 … n_rep-1`` use key/value head 0, the next ``n_rep`` use head 1, and so
+    on: the grouping of grouped-query attention, Hugging Face LLaMA's
+    ``repeat_kv`` and PyTorch's ``enable_gqa``.
 
     Parameters
     ----------
     x : array_like, shape (..., Hkv, S, Dh)
         Keys or values, split into heads.
-    repeats : int
-        r = H / Hkv; 1 returns ``x`` unchanged.
+    n_rep : int
+        H / Hkv, the query heads per key/value head; 1 returns ``x`` unchanged.
 
     Returns
     -------
-    numpy.ndarray, shape (..., Hkv*repeats, S, Dh)
+    numpy.ndarray, shape (..., Hkv*n_rep, S, Dh)
 
     Raises
     ------
     ValueError
-        If ``x`` has fewer than 3 axes or ``repeats`` is not a positive integer.
+        If ``x`` has fewer than 3 axes or ``n_rep`` is not a positive integer.
 
     Notes
     -----
-    See chapter 4 (the steps of multi-head attention); grouped-query attention
-    is taught in chapter 9.
+    See chapter 4 (the steps of multi-head attention) and chapter 9
+    (grouped-query attention).
     """
     x = as_float_array(x, "x")
     check_min_ndim(x, "x", 3, "(..., Hkv, S, Dh)")
-    r = check_positive_int(repeats, "repeats")
+    r = check_positive_int(n_rep, "n_rep")
     if r * x.size > 2**40:
-        raise ValueError(f"repeats={r} would make {r * x.size:.3g} numbers; it is the query heads per key/value head")
+        raise ValueError(f"n_rep={r} would make {r * x.size:.3g} numbers; it is the query heads per key/value head")
     return x if r == 1 else np.repeat(x, r, axis=-3)  # (..., Hkv*r, S, Dh)
 
 
@@ -237,7 +238,7 @@ def multihead_attention(
     q, k, v = project_qkv(x, params, key, value)  # (..., T, H*Dh), (..., S, Hkv*Dh), (..., S, Hkv*Dv)
     mask = _check_head_axis(mask, 1 + max(q.ndim, k.ndim))
     q, k, v = split_heads(q, H), split_heads(k, Hkv), split_heads(v, Hkv)  # (..., heads, T or S, Dh)
-    k, v = repeat_kv_heads(k, H // Hkv), repeat_kv_heads(v, H // Hkv)  # (..., H, S, Dh): a no-op when Hkv = H
+    k, v = repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)  # (..., H, S, Dh): a no-op when Hkv = H
     out, weights = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal)  # scale 1/sqrt(Dh)
     return params.out(merge_heads(out)), weights  # (..., T, D), (..., H, T, S)
 
