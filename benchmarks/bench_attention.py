@@ -3,7 +3,11 @@
 Usage: python benchmarks/bench_attention.py [--out DIR] [--repeats N]   (make bench)
 
 Sizes: B*H = 32 sequences of head width Dh = 64, float32, T = S in
-{256, 1024, 4096}; both NumPy versions also run at T = 8192. For each it
+{256, 1024, 4096}; both NumPy versions also run at T = 8192. Two more runs
+(chapter 9): causal attention at B*H = 8, T = S = 4096, where the
+memory-efficient version skips the masked tiles, against its own non-causal
+time and torch's causal SDPA; and one generated token of a small decoder at a
+context of 1024, with and without a KV cache. For each it
 reports the best of N wall-clock times, the time ratios the course targets,
 the peak extra memory (NumPy: tracemalloc; torch: the peak resident set of a
 child process, which tracemalloc cannot see), and the achieved GFLOP/s
@@ -29,13 +33,24 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from selfattention import memory_efficient_attention, scaled_dot_product_attention  # noqa: E402
-from selfattention.measure import best_time, peak_bytes  # noqa: E402
+from selfattention import TinyDecoder, memory_efficient_attention, scaled_dot_product_attention  # noqa: E402
+from selfattention.measure import best_time, decoding_step_times, peak_bytes  # noqa: E402
 
 SEQUENCES, HEAD_DIM = 32, 64  # B*H and Dh
 LENGTHS = (256, 1024, 4096)
 LONG = 8192  # NumPy versions only
 BLOCK_SIZE = 512
+CAUSAL = {"sequences": 8, "T": 4096}  # B*H and T = S of the causal run
+# The decoder of the decoding run: vocabulary, width, query and key/value heads, layers, feed-forward width
+DECODER = {
+    "vocab_size": 256,
+    "d_model": 256,
+    "num_heads": 8,
+    "num_kv_heads": 2,
+    "num_layers": 4,
+    "dim_feedforward": 1024,
+}
+DECODE_CONTEXT = 1024
 
 
 def inputs(T: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -111,6 +126,16 @@ def run(repeats: int) -> dict:
             "memory_method": "peak RSS of a child process" if name == "torch" else "tracemalloc",
         }
     results["rows"] = list(timings.values())
+    results["causal"] = causal_run(repeats)
+    model = TinyDecoder.random(**DECODER, seed=0)
+    step = decoding_step_times(model, DECODE_CONTEXT, repeats)
+    results["decoding"] = {
+        **DECODER,
+        "context": DECODE_CONTEXT,
+        "cached_seconds": step["cached"],
+        "recomputed_seconds": step["recomputed"],
+        "recomputed_over_cached_time": step["recomputed"] / step["cached"],
+    }
     results["ratios"] = {
         str(T): {
             **(
@@ -127,6 +152,31 @@ def run(repeats: int) -> dict:
     return results
 
 
+def causal_run(repeats: int) -> dict:
+    """Causal attention: the memory-efficient version (tiles skipped) against itself non-causal and torch causal."""
+    rng = np.random.default_rng(2)
+    B, T = CAUSAL["sequences"], CAUSAL["T"]
+    q, k, v = (rng.standard_normal((B, T, HEAD_DIM), dtype=np.float32) for _ in range(3))
+    causal = partial(memory_efficient_attention, q, k, v, block_size=BLOCK_SIZE, is_causal=True)
+    full = partial(memory_efficient_attention, q, k, v, block_size=BLOCK_SIZE)
+    tq, tk, tv = map(torch.from_numpy, (q, k, v))
+    seconds = {
+        "efficient_causal": best_time(causal, repeats),
+        "efficient_noncausal": best_time(full, repeats),
+        "torch_causal": best_time(partial(F.scaled_dot_product_attention, tq, tk, tv, is_causal=True), repeats),
+    }
+    peaks = {"efficient_causal": peak_bytes(causal), "efficient_noncausal": peak_bytes(full)}
+    return {
+        "sequences": B,
+        "T": T,
+        "seconds": seconds,
+        "peak_extra_bytes": peaks,
+        "causal_over_noncausal_time": seconds["efficient_causal"] / seconds["efficient_noncausal"],
+        "causal_over_torch_causal_time": seconds["efficient_causal"] / seconds["torch_causal"],
+        "causal_over_noncausal_memory": peaks["efficient_causal"] / peaks["efficient_noncausal"],
+    }
+
+
 def print_table(results: dict) -> None:
     print(
         f"\nB*H = {SEQUENCES}, Dh = {HEAD_DIM}, float32; machine float32 GEMM: {results['gemm_gflops']:.1f} GFLOP/s\n"
@@ -141,6 +191,21 @@ def print_table(results: dict) -> None:
     for T, ratio in results["ratios"].items():
         parts = [f"{key} = {value:.2f}" for key, value in ratio.items()]
         print(f"  T={T:>5}: " + ", ".join(parts))
+    causal = results["causal"]
+    print(f"\ncausal, B*H = {causal['sequences']}, T = S = {causal['T']} (targets: <= 0.6 of both):")
+    for name, seconds in causal["seconds"].items():
+        print(f"  {name:>20}: {seconds:.3f} s")
+    print(
+        f"  efficient causal / non-causal time {causal['causal_over_noncausal_time']:.2f}, "
+        f"/ torch causal {causal['causal_over_torch_causal_time']:.2f}, "
+        f"memory causal / non-causal {causal['causal_over_noncausal_memory']:.2f}"
+    )
+    decoding = results["decoding"]
+    print(f"\none generated token at a context of {decoding['context']} (target: cached >= 20x faster):")
+    print(
+        f"  cached {decoding['cached_seconds'] * 1e3:.2f} ms, "
+        f"recomputed {decoding['recomputed_seconds'] * 1e3:.1f} ms, ratio {decoding['recomputed_over_cached_time']:.0f}"
+    )
 
 
 def plot(results: dict, path: Path) -> None:

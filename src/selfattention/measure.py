@@ -1,6 +1,6 @@
 """Measuring time and memory: best-of wall-clock time and tracemalloc's peak.
 
-Used by chapter 7, the tests and ``benchmarks/`` (``make bench``), so that all
+Used by chapters 7 and 9, the tests and ``benchmarks/`` (``make bench``), so that all
 of them measure the same way. Timings vary between runs and machines: compare
 them only as ratios within one run, never in a test's assertion.
 """
@@ -13,9 +13,11 @@ import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
-from ._validation import check_positive_int
+import numpy as np
 
-__all__ = ["best_time", "median_time", "peak_bytes"]
+from ._validation import check_nonnegative_int, check_positive_int
+
+__all__ = ["best_time", "median_time", "peak_bytes", "decoding_step_times"]
 
 
 def _check_callable(function: Any) -> None:
@@ -95,3 +97,45 @@ def peak_bytes(function: Callable[[], Any]) -> int:
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+def decoding_step_times(model: Any, context: int, repeats: int = 3, seed: int = 0) -> dict[str, float]:
+    """Best wall time of generating one token after ``context`` tokens, with a KV cache and without.
+
+    Without the cache, a step runs the whole text (``context + 1`` tokens)
+    through the model; with it, the ``context`` tokens are cached first and a
+    step runs only the new one. Used by chapter 9 and ``make bench``.
+
+    Parameters
+    ----------
+    model : TinyDecoder
+    context : int
+        Tokens already in the text.
+    repeats : int, default 3
+        Timed runs of each step; the best is kept.
+    seed : int, default 0
+        Seeds the random text.
+
+    Returns
+    -------
+    dict
+        ``{"cached": seconds, "recomputed": seconds}``.
+
+    Raises
+    ------
+    ValueError
+        If ``model`` is not a TinyDecoder or a count is not a positive integer.
+    """
+    from .decoding import TinyDecoder
+
+    if not isinstance(model, TinyDecoder):
+        raise ValueError(f"model must be a TinyDecoder; got {type(model).__name__}")
+    context = check_positive_int(context, "context", at_most=2**16)
+    repeats = check_positive_int(repeats, "repeats", at_most=1000)
+    text = np.random.default_rng(check_nonnegative_int(seed, "seed")).integers(0, model.vocab_size, size=context + 1)
+    caches = model.new_caches(max_len=context + repeats + 2)
+    model.forward(text[:context], caches)  # the prompt, cached once
+    token = text[context:]
+    cached = best_time(lambda: model.forward(token, caches), repeats)  # each run appends one token
+    recomputed = best_time(lambda: model.forward(text), repeats)
+    return {"cached": cached, "recomputed": recomputed}

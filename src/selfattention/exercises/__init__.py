@@ -20,7 +20,7 @@ function with fresh copies of its arguments, and an answer that changes an
 argument in place fails with a message that says so.
 
 Each chapter's exercises are declared in a module of their own
-(``ch01_word_vectors`` to ``ch08_positions``) as cases, a reference function and the
+(``ch01_word_vectors`` to ``ch09_decoding``) as cases, a reference function and the
 known mistakes, each with the hint it earns; ``_framework`` runs them.
 """
 
@@ -35,6 +35,7 @@ from . import (
     ch06_vision,
     ch07_cost,
     ch08_positions,
+    ch09_decoding,
 )
 from ._framework import CheckResult
 from .ch01_word_vectors import *  # noqa: F403
@@ -45,6 +46,7 @@ from .ch05_encoder import *  # noqa: F403
 from .ch06_vision import *  # noqa: F403
 from .ch07_cost import *  # noqa: F403
 from .ch08_positions import *  # noqa: F403
+from .ch09_decoding import *  # noqa: F403
 
 _CHAPTERS = (
     ch01_word_vectors,
@@ -55,6 +57,7 @@ _CHAPTERS = (
     ch06_vision,
     ch07_cost,
     ch08_positions,
+    ch09_decoding,
 )
 
 __all__ = ["CheckResult", *(name for chapter in _CHAPTERS for name in chapter.__all__)]
