@@ -20,6 +20,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import selfattention as sa
+from selfattention.measure import decoding_step_times
 
 transformers = pytest.importorskip("transformers")  # pinned in requirements.txt, so never skipped in CI
 from transformers.models.llama import modeling_llama  # noqa: E402
@@ -289,7 +290,15 @@ BAD_INPUT = [
         lambda: sa.TinyDecoder(np.ones((4, 6)), _MODEL.blocks, _MODEL.final_norm, 2),
         r"every block and the final norm must have the embedding's width D=6",
     ),
+    (lambda: decoding_step_times("model", 10), r"model must be a TinyDecoder; got str"),
+    (lambda: decoding_step_times(_MODEL, 0), r"context must be a positive integer; got 0"),
+    (lambda: decoding_step_times(_MODEL, 10, repeats=0), r"repeats must be a positive integer; got 0"),
 ]
+
+
+def test_decoding_step_times_returns_both_times():
+    times = decoding_step_times(_MODEL, 16, repeats=2)
+    assert set(times) == {"cached", "recomputed"} and all(t > 0 for t in times.values())
 
 
 @pytest.mark.parametrize(("call", "message"), BAD_INPUT, ids=[m for _, m in BAD_INPUT])
