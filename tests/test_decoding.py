@@ -185,6 +185,8 @@ def test_decoder_block_matches_a_torch_composition():
 # --- bad input -------------------------------------------------------------------------------------
 
 _MODEL = sa.TinyDecoder.random(10, 8, 2, 1, 1, 8, seed=0)
+_TWO = sa.TinyDecoder.random(10, 8, 2, 1, 2, 8, seed=0)  # two blocks
+_SHARED = sa.KVCache(8)
 
 
 def _full_cache():
@@ -290,6 +292,24 @@ BAD_INPUT = [
         lambda: sa.TinyDecoder(np.ones((4, 6)), _MODEL.blocks, _MODEL.final_norm, 2),
         r"every block and the final norm must have the embedding's width D=6",
     ),
+    # found by an adversarial review
+    (lambda: _TWO.forward([1, 2], [_SHARED, _SHARED]), r"caches must be distinct, one per block"),
+    (
+        lambda: sa.scaled_dot_product_attention(
+            np.zeros((64, 1, 4)),
+            np.zeros((1, 2**21, 4), np.float32),
+            np.zeros((1, 2**21, 1), np.float32),
+            enable_gqa=True,
+        ),
+        r"enable_gqa would copy each of the 1 key/value heads 64 times",
+    ),
+    (lambda: sa.TinyDecoder.random(10**12, 8, 2, 1, 1, 8), r"vocab_size must be at most 1,048,576"),
+    (lambda: sa.TinyDecoder.random(10, 8, 2, 1, 10**9, 8), r"num_layers must be at most 256"),
+    (lambda: sa.TinyDecoder.random(10, 8, 2, 1, 1, 10**12), r"dim_feedforward must be at most 65,536"),
+    (lambda: sa.TinyDecoder.random(2**20, 2**14, 2, 1, 1, 8), r"these sizes make .* weights"),
+    (lambda: sa.TinyDecoder.random(10, 6, 2, 1, 1, 8), r"the head width d_model / num_heads = 3 must be even"),
+    (lambda: _MODEL.generate([1], 10**9), r"steps must be at most 1,048,576"),
+    (lambda: sa.decoder_block(np.zeros((0, 8)), _MODEL.blocks[0], 2), r"x has no tokens: shape \(0, 8\)"),
     (lambda: decoding_step_times("model", 10), r"model must be a TinyDecoder; got str"),
     (lambda: decoding_step_times(_MODEL, 0), r"context must be a positive integer; got 0"),
     (lambda: decoding_step_times(_MODEL, 10, repeats=0), r"repeats must be a positive integer; got 0"),
@@ -305,3 +325,19 @@ def test_decoding_step_times_returns_both_times():
 def test_bad_input_gets_a_clear_value_error(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_a_refused_first_update_leaves_the_cache_empty_and_unshaped():
+    cache = sa.KVCache(4)
+    with pytest.raises(ValueError, match="the cache is full"):
+        cache.update(np.zeros((1, 6, 2)), np.zeros((1, 6, 2)))
+    k_all, _ = cache.update(np.zeros((3, 1, 4)), np.zeros((3, 1, 4)))  # another layout is still welcome
+    assert k_all.shape == (3, 1, 4) and len(cache) == 1
+
+
+def test_the_returned_views_are_read_only():
+    cache = sa.KVCache(4)
+    k_all, v_all = cache.update(np.ones((2, 1, 4)), np.ones((2, 1, 4)))
+    with pytest.raises(ValueError, match="read-only"):
+        k_all *= 5
+    np.testing.assert_array_equal(cache.update(np.ones((2, 1, 4)), np.ones((2, 1, 4)))[0], 1.0)

@@ -127,6 +127,11 @@ def _share_kv_heads(q: ArrayLike, k: ArrayLike, v: ArrayLike) -> tuple[np.ndarra
             f"heads (q {q.shape}) and Hkv={Hkv} (k {k.shape})"
         )
     r = H // Hkv
+    if r > 1 and r * (k.size + v.size) > 2**28:
+        raise ValueError(
+            f"enable_gqa would copy each of the {Hkv} key/value heads {r} times, {r * (k.size + v.size):,} numbers; "
+            "attend in smaller batches or over fewer keys"
+        )
     return (k, v) if r == 1 else (np.repeat(k, r, axis=-3), np.repeat(v, r, axis=-3))  # (..., H, S, D)
 
 

@@ -61,6 +61,12 @@ def _new_entries(k_new: Any, v_new: Any) -> tuple[np.ndarray, np.ndarray]:
     return k_new, v_new
 
 
+def _read_only(view: np.ndarray) -> np.ndarray:
+    """``view`` marked read-only, so that changing what it shows raises instead of corrupting the cache."""
+    view.flags.writeable = False
+    return view
+
+
 class _Cache:
     """What both caches share: the layout fixed by the first update, and the position counter."""
 
@@ -148,7 +154,8 @@ class KVCache(_Cache):
         Returns
         -------
         k_all, v_all : numpy.ndarray, shapes (..., L, Dh) and (..., L, Dv)
-            Views of the cache's first ``L = len(cache)`` rows, this update's last.
+            Read-only views of the cache's first ``L = len(cache)`` rows, this
+            update's last.
 
         Raises
         ------
@@ -157,17 +164,17 @@ class KVCache(_Cache):
             and ``v_new`` do not fit together, or the cache would pass ``max_len``.
         """
         k_new, v_new = _new_entries(k_new, v_new)
-        self._check_layout(k_new, v_new)
         t, start = k_new.shape[-2], self._position
-        if start + t > self._capacity:
+        if start + t > self._capacity:  # checked first: a refused update leaves the cache as it was
             raise ValueError(
                 f"the cache is full: it holds up to max_len={self._capacity} tokens, has {start}, and this update "
                 f"adds {t}; make a cache with a larger max_len"
             )
+        self._check_layout(k_new, v_new)
         self._keys[..., start : start + t, :] = k_new  # writes t rows; nothing already cached moves
         self._values[..., start : start + t, :] = v_new
         self._position = start + t
-        return self._keys[..., : self._position, :], self._values[..., : self._position, :]
+        return _read_only(self._keys[..., : self._position, :]), _read_only(self._values[..., : self._position, :])
 
 
 class SlidingWindowCache(_Cache):
@@ -339,6 +346,8 @@ def decoder_block(
     Returns
     -------
     numpy.ndarray, shape (..., t, D)
+        In the result dtype of ``x`` and the weights (float64 weights make a
+        float64 result, and a float64 cache).
 
     Raises
     ------
@@ -364,6 +373,8 @@ def decoder_block(
         raise ValueError(f"a SlidingWindowCache of window {cache.window} needs window={cache.window}; got {window}")
     H, Hkv = params.attention.head_counts(num_heads)
     t = x.shape[-2]
+    if t == 0:
+        raise ValueError(f"x has no tokens: shape {x.shape}, with t = 0 in (..., t, D)")
     past = 0 if cache is None else cache.position
     positions = past + np.arange(t) if positions is None else positions
 
@@ -443,12 +454,19 @@ class TinyDecoder:
         scale: float = 0.3,
     ) -> TinyDecoder:
         """A decoder with random weights: ``scale`` times normal numbers (LayerNorm scales near 1)."""
-        V, D = check_positive_int(vocab_size, "vocab_size"), check_positive_int(d_model, "d_model")
+        V = check_positive_int(vocab_size, "vocab_size", at_most=2**20)
+        D = check_positive_int(d_model, "d_model", at_most=2**14)
         H, Hkv = check_positive_int(num_heads, "num_heads"), check_positive_int(num_kv_heads, "num_kv_heads")
-        layers, F = check_positive_int(num_layers, "num_layers"), check_positive_int(dim_feedforward, "dim_feedforward")
+        layers = check_positive_int(num_layers, "num_layers", at_most=256)
+        F = check_positive_int(dim_feedforward, "dim_feedforward", at_most=2**16)
         scale = check_real_scalar(scale, "scale", positive=True)
         if D % H or H % Hkv:
             raise ValueError(f"d_model={D} must be a multiple of num_heads={H}, and num_heads of num_kv_heads={Hkv}")
+        if (D // H) % 2:
+            raise ValueError(f"the head width d_model / num_heads = {D // H} must be even: RoPE rotates feature pairs")
+        weights = V * D + layers * (2 * D * D + 2 * D * D * Hkv // H + 2 * D * F)
+        if weights > 2**28:
+            raise ValueError(f"these sizes make {weights:,} weights, more than {2**28:,}; choose a smaller model")
         rng = np.random.default_rng(check_nonnegative_int(seed, "seed"))
         Dh = D // H
 
@@ -512,6 +530,11 @@ class TinyDecoder:
         tokens = self._tokens(tokens)
         if caches is not None and (not isinstance(caches, (list, tuple)) or len(caches) != len(self.blocks)):
             raise ValueError(f"caches must be a list of {len(self.blocks)} caches, one per block (see new_caches)")
+        if caches is not None and len({id(c) for c in caches}) != len(caches):
+            raise ValueError(
+                "caches must be distinct, one per block: the same cache twice would mix two layers' keys; "
+                "make them with new_caches"
+            )
         x = self.embedding[tokens]  # (t, D)
         for i, block in enumerate(self.blocks):
             cache = None if caches is None else caches[i]
@@ -529,7 +552,7 @@ class TinyDecoder:
         whole text so far. The two give the same tokens.
         """
         tokens = list(self._tokens(prompt))
-        steps = check_positive_int(steps, "steps")
+        steps = check_positive_int(steps, "steps", at_most=2**20)
         if not use_cache:
             new = []
             for _ in range(steps):
