@@ -60,7 +60,7 @@ KV_CACHE_BYTES = Exercise(
     cases=lambda rng: [
         (f"layers={L}, H={H}, Hkv={Hkv}, Dh={Dh}, {b} bytes, {t} tokens", (L, H, Hkv, Dh, b, t))
         for L, H, Hkv, Dh, b, t in [
-            (32, 32, 8, 128, 2, 1),  # Llama-3-8B, one token
+            (32, 32, 8, 128, 4, 1),  # Llama-3-8B, one token in float32
             (32, 32, 32, 128, 2, 4096),  # Llama-2-7B, a full context
             (32, 71, 1, 64, 2, 2048),  # Falcon-7B
             (2, 4, 2, 16, 4, 10),
@@ -121,6 +121,15 @@ def _decode_upper_left(q_new, k_new, v_new, k_cache, v_cache):
     return scaled_dot_product_attention(q_new, k_all, v_all, mask=upper_left)[0]
 
 
+def _decode_new_only(q_new, k_new, v_new, k_cache, v_cache):
+    return scaled_dot_product_attention(q_new, k_new, v_new, mask=causal_mask(q_new.shape[-2]))[0]
+
+
+def _decode_new_first(q_new, k_new, v_new, k_cache, v_cache):
+    k_all, v_all = np.concatenate([k_new, k_cache], axis=-2), np.concatenate([v_new, v_cache], axis=-2)
+    return scaled_dot_product_attention(q_new, k_all, v_all, mask=causal_mask(q_new.shape[-2], k_all.shape[-2]))[0]
+
+
 def _decode_no_mask(q_new, k_new, v_new, k_cache, v_cache):
     k_all, v_all = np.concatenate([k_cache, k_new], axis=-2), np.concatenate([v_cache, v_new], axis=-2)
     return scaled_dot_product_attention(q_new, k_all, v_all)[0]
@@ -138,6 +147,15 @@ DECODE_STEP = Exercise(
             _decode_without_new,
             "It matches attending to the cache alone; append the new keys and values first, so each new token "
             "also sees itself",
+        ),
+        Mistake(
+            _decode_new_only,
+            "It matches attending to the new tokens alone; the cached keys and values come first, then the new ones",
+        ),
+        Mistake(
+            _decode_new_first,
+            "It matches putting the new tokens before the cache; the cache holds the earlier positions, so it "
+            "comes first: np.concatenate([k_cache, k_new])",
         ),
         Mistake(
             _decode_upper_left,
