@@ -24,7 +24,7 @@ is the one place that converts.
 
 The modules, in teaching order: ``scores`` (softmax), ``masks``, ``params``
 (weight containers), ``attention``, ``multihead``, ``encoder``, ``vision``,
-``efficient``, ``positions``, ``decoding``; then ``interop`` (reading PyTorch), ``plotting``,
+``efficient``, ``positions``, ``decoding``, ``backward``; then ``interop`` (reading PyTorch), ``plotting``,
 ``exercises`` (the checkers), ``testing`` and ``measure`` (helpers for the
 tests, chapters and benchmarks).
 
@@ -41,6 +41,7 @@ from typing import Any
 
 from . import (
     attention,
+    backward,
     decoding,
     efficient,
     encoder,
@@ -54,6 +55,7 @@ from . import (
     vision,
 )
 from .attention import *  # noqa: F403
+from .backward import *  # noqa: F403
 from .decoding import *  # noqa: F403
 from .efficient import *  # noqa: F403
 from .encoder import *  # noqa: F403
@@ -83,6 +85,7 @@ __all__ = [
     *efficient.__all__,
     *positions.__all__,
     *decoding.__all__,
+    *backward.__all__,
     *interop.__all__,
     *plotting.__all__,
 ]

@@ -43,7 +43,8 @@ def memory_efficient_attention(
     scale: float | None = None,
     block_size: int = 512,
     is_causal: bool = False,
-) -> np.ndarray:
+    return_lse: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     r"""Scaled dot-product attention that visits the keys ``block_size`` at a time.
 
     For each block of keys it computes that block's scores, then updates three
@@ -82,12 +83,17 @@ def memory_efficient_attention(
         never computed (about half of them when T = S), and only a
         ``(block_size, block_size)`` boolean pattern is built, on the diagonal
         tiles. See chapter 9.
+    return_lse : bool, default False
+        Also return the log-sum-exp of each query's scaled, masked scores,
+        :math:`m + \log \ell`, which is all the backward pass needs to
+        recompute the weights (:func:`selfattention.memory_efficient_attention_backward`).
 
     Returns
     -------
     numpy.ndarray, shape (..., T, Dv)
         The attention output. The weights are never formed, so none are
-        returned.
+        returned. With ``return_lse``, the pair ``(out, lse)``, ``lse`` of
+        shape ``(..., T)`` and ``-inf`` for a query whose every key is blocked.
 
     Raises
     ------
@@ -103,6 +109,7 @@ def memory_efficient_attention(
     q, k, v, mask, scale = _validate_attention_args(q, k, v, mask, scale)
     block = check_positive_int(block_size, "block_size")
     is_causal = check_bool(is_causal, "is_causal")
+    return_lse = check_bool(return_lse, "return_lse")
     dtype, work = _dtypes(q, k, v)
     S = k.shape[-2]
     T, Dv = q.shape[-2], v.shape[-1]
@@ -149,7 +156,11 @@ def memory_efficient_attention(
 
     np.divide(out, running_sum, out=out, where=running_sum > 0)  # fully blocked queries stay 0
     check_no_overflow(out, dtype)
-    return out.astype(dtype, copy=False)
+    if not return_lse:
+        return out.astype(dtype, copy=False)
+    with np.errstate(divide="ignore"):  # log(0) = -inf: a fully blocked query
+        lse = np.where(running_sum > 0, running_max + np.log(running_sum), -np.inf)[..., 0]  # (..., T)
+    return out.astype(dtype, copy=False), lse.astype(dtype, copy=False)
 
 
 def online_softmax_update(

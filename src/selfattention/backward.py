@@ -1,0 +1,451 @@
+r"""The backward pass by hand: gradients of softmax, attention, LayerNorm and a multi-head layer.
+
+Taught in chapter 10. Each gradient is a plain function named after its
+forward, ``<forward>_backward(grad_out, <forward's inputs>)``, returning the
+gradients of the inputs in the forward's order, each with its input's shape.
+Every one is checked against ``torch.autograd`` in float64 and against central
+finite differences (``tests/test_backward.py``).
+
+For attention, with :math:`S = s\,QK^\top + M`, :math:`P = \operatorname{softmax}(S)`
+and :math:`O = PV`:
+
+.. math::
+
+    dV = P^\top dO, \quad dP = dO\,V^\top, \quad
+    dS = P \circ (dP - D), \quad D = \operatorname{rowsum}(dO \circ O), \quad
+    dQ = s\, dS\, K, \quad dK = s\, dS^\top Q.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from ._validation import as_float_array, check_all_finite, check_axis, check_bool, check_min_ndim, check_real_scalar
+from .attention import _dtypes, _validate_attention_args, scaled_dot_product_attention
+from .efficient import apply_causal_tile
+from .masks import apply_mask
+from .multihead import merge_heads, split_heads
+from .params import AttentionParams, Linear, project_qkv
+
+__all__ = [
+    "softmax_backward",
+    "scaled_dot_product_attention_backward",
+    "memory_efficient_attention_backward",
+    "linear_backward",
+    "layer_norm_backward",
+    "multihead_attention_backward",
+]
+
+
+def _grad(grad: Any, shape: tuple[int, ...], name: str, of: str) -> np.ndarray:
+    """``grad`` as a finite float array of exactly ``shape`` (the shape of the forward's ``of``)."""
+    grad = as_float_array(grad, name)
+    if grad.shape != tuple(shape):
+        raise ValueError(f"{name} must have the shape of {of}, {tuple(shape)}; got {grad.shape}")
+    check_all_finite(grad, name)
+    return grad
+
+
+def _sum_to_shape(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Undo broadcasting: sum ``grad`` over the axes its input was stretched along, back to ``shape``."""
+    extra = grad.ndim - len(shape)
+    grad = grad.sum(axis=tuple(range(extra))) if extra else grad
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and grad.shape[i] != 1)
+    return grad.sum(axis=stretched, keepdims=True) if stretched else grad
+
+
+def softmax_backward(grad_y: ArrayLike, y: ArrayLike, axis: int = -1) -> np.ndarray:
+    r"""The gradient through a softmax, from its output: :math:`y \circ (g - \sum g \circ y)`.
+
+    The Jacobian of :math:`y = \operatorname{softmax}(x)` along the axis is
+    :math:`\operatorname{diag}(y) - y y^\top`; multiplying it by the upstream
+    gradient :math:`g` gives the formula above, so the Jacobian is never formed.
+
+    Parameters
+    ----------
+    grad_y : array_like
+        :math:`\partial L / \partial y`, the shape of ``y``.
+    y : array_like
+        The softmax's output (each slice along ``axis`` sums to 1, or is all 0
+        for a fully masked row, whose gradient is then 0).
+    axis : int, default -1
+
+    Returns
+    -------
+    numpy.ndarray
+        :math:`\partial L / \partial x`, the shape of ``y``.
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ, ``axis`` is out of range, or an input is not finite.
+
+    Notes
+    -----
+    See chapter 10 (the softmax backward).
+    """
+    y = as_float_array(y, "y")
+    check_min_ndim(y, "y", 1, "(..., n)")
+    check_all_finite(y, "y")
+    grad_y = _grad(grad_y, y.shape, "grad_y", "y")
+    axis = check_axis(axis, y.ndim)
+    return y * (grad_y - (grad_y * y).sum(axis=axis, keepdims=True))
+
+
+def _attention_backward_core(
+    grad_out: np.ndarray,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    weights: np.ndarray,
+    out: np.ndarray,
+    scale: float,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """dQ, dK, dV on broadcast batch axes, from the weights P and the output O."""
+    grad_v = np.swapaxes(weights, -1, -2) @ grad_out  # dV = P^T dO: (..., S, Dv)
+    grad_p = grad_out @ np.swapaxes(v, -1, -2)  # dP = dO V^T: (..., T, S)
+    delta = (grad_out * out).sum(axis=-1, keepdims=True)  # D = rowsum(dO * O) = rowsum(P * dP): (..., T, 1)
+    grad_s = weights * (grad_p - delta)  # dS = P * (dP - D); 0 wherever P is 0 (masked keys, blocked rows)
+    grad_q = scale * (grad_s @ k)  # (..., T, Dk)
+    grad_k = scale * (np.swapaxes(grad_s, -1, -2) @ q)  # (..., S, Dk)
+    return grad_q, grad_k, grad_v
+
+
+def scaled_dot_product_attention_backward(
+    grad_out: ArrayLike,
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    mask: ArrayLike | None = None,
+    scale: float | None = None,
+    is_causal: bool = False,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""Gradients of :func:`~selfattention.scaled_dot_product_attention`'s output with respect to q, k and v.
+
+    Recomputes the forward (the weights P and output O), then
+
+    .. math::
+
+        dV = P^\top dO,\quad dP = dO\,V^\top,\quad dS = P \circ (dP - D),\quad
+        D = \operatorname{rowsum}(dO \circ O),\quad dQ = s\,dS\,K,\quad dK = s\,dS^\top Q.
+
+    Parameters
+    ----------
+    grad_out : array_like, shape (..., T, Dv)
+        :math:`\partial L / \partial O`, the shape of the forward's output.
+    q, k, v, mask, scale, is_causal
+        The forward's arguments, with its shapes, broadcasting and mask
+        conventions (see :func:`~selfattention.scaled_dot_product_attention`).
+
+    Returns
+    -------
+    grad_q, grad_k, grad_v : numpy.ndarray
+        The shapes of ``q``, ``k`` and ``v``: where a batch axis was broadcast
+        in the forward, its gradient is summed back. A query whose every key
+        is blocked gets zero gradients, and its keys none from it.
+
+    Raises
+    ------
+    ValueError
+        As the forward does, or if ``grad_out`` does not have the output's shape.
+
+    Notes
+    -----
+    See chapter 10 (the attention backward).
+    """
+    q_, k_, v_, mask_, scale_ = _validate_attention_args(q, k, v, mask, scale)
+    out, weights = scaled_dot_product_attention(q_, k_, v_, mask=mask_, scale=scale_, is_causal=is_causal)
+    grad_out = _grad(grad_out, out.shape, "grad_out", "the attention output")
+    dtype, work = _dtypes(q_, k_, v_)
+    grad_q, grad_k, grad_v = _attention_backward_core(
+        grad_out.astype(work),
+        q_.astype(work),
+        k_.astype(work),
+        v_.astype(work),
+        weights.astype(work),
+        out.astype(work),
+        scale_,
+    )
+    return (
+        _sum_to_shape(grad_q, q_.shape).astype(q_.dtype, copy=False),
+        _sum_to_shape(grad_k, k_.shape).astype(k_.dtype, copy=False),
+        _sum_to_shape(grad_v, v_.shape).astype(v_.dtype, copy=False),
+    )
+
+
+def memory_efficient_attention_backward(
+    grad_out: ArrayLike,
+    q: ArrayLike,
+    k: ArrayLike,
+    v: ArrayLike,
+    out: ArrayLike,
+    lse: ArrayLike,
+    mask: ArrayLike | None = None,
+    scale: float | None = None,
+    is_causal: bool = False,
+    block_size: int = 512,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    r"""The attention backward without a T × S array: each score tile is recomputed from q, k and the lse.
+
+    The FlashAttention-2 scheme. The forward keeps only its output O and, per
+    query, the log-sum-exp :math:`\ell = \log \sum_j e^{S_{ij}}` of the scaled,
+    masked scores (``memory_efficient_attention(..., return_lse=True)``). For
+    each (query block, key block) tile the backward recomputes
+    :math:`P = e^{S - \ell}` exactly, then adds the tile's share of dQ, dK and
+    dV with the formulas of :func:`scaled_dot_product_attention_backward`;
+    :math:`D = \operatorname{rowsum}(dO \circ O)` needs only O. Under
+    ``is_causal`` the tiles the mask blanks are skipped.
+
+    Parameters
+    ----------
+    grad_out : array_like, shape (..., T, Dv)
+    q, k, v, mask, scale, is_causal
+        The forward's arguments.
+    out : array_like, shape (..., T, Dv)
+        The forward's output.
+    lse : array_like, shape (..., T)
+        The forward's log-sum-exp per query (``-inf`` for a fully masked one).
+    block_size : int, default 512
+        Queries and keys per tile.
+
+    Returns
+    -------
+    grad_q, grad_k, grad_v : numpy.ndarray
+        The shapes of ``q``, ``k`` and ``v``.
+
+    Raises
+    ------
+    ValueError
+        As the forward does, or if ``grad_out``, ``out`` or ``lse`` has the wrong shape.
+
+    Notes
+    -----
+    See chapter 10 (a backward that recomputes) and :cite:`dao2022flashattention`.
+    """
+    from ._validation import check_positive_int
+
+    q_, k_, v_, mask_, scale_ = _validate_attention_args(q, k, v, mask, scale)
+    is_causal = check_bool(is_causal, "is_causal")
+    block = check_positive_int(block_size, "block_size")
+    dtype, work = _dtypes(q_, k_, v_)
+    T, S, Dv = q_.shape[-2], k_.shape[-2], v_.shape[-1]
+    batch = np.broadcast_shapes(q_.shape[:-2], k_.shape[:-2], v_.shape[:-2])
+    out = _grad(out, (*batch, T, Dv), "out", "the attention output").astype(work, copy=False)
+    grad_out = _grad(grad_out, (*batch, T, Dv), "grad_out", "the attention output").astype(work, copy=False)
+    lse = as_float_array(lse, "lse")
+    if lse.shape != (*batch, T):
+        raise ValueError(f"lse must have one entry per query, shape {(*batch, T)}; got {lse.shape}")
+    if np.isnan(lse).any() or np.isposinf(lse).any():
+        raise ValueError("lse must hold finite numbers or -inf (a fully masked query); found NaN or +inf")
+    lse = lse.astype(work, copy=False)[..., None]  # (..., T, 1)
+    scores_shape = np.broadcast_shapes(q_.shape[:-2], k_.shape[:-2]) + (T, S)
+    if mask_ is not None:
+        mask_ = np.broadcast_to(mask_, scores_shape)
+    qs = np.broadcast_to(q_, (*batch, T, q_.shape[-1])).astype(work) * scale_  # scaled once, as in the forward
+    kb = np.broadcast_to(k_, (*batch, S, k_.shape[-1])).astype(work, copy=False)
+    vb = np.broadcast_to(v_, (*batch, S, Dv)).astype(work, copy=False)
+    delta = (grad_out * out).sum(axis=-1, keepdims=True)  # D: (..., T, 1)
+    shift = np.where(np.isneginf(lse), 0.0, lse)  # a fully masked query: its scores are all -inf, P = 0
+    grad_q = np.zeros(qs.shape, dtype=work)
+    grad_k = np.zeros(kb.shape, dtype=work)
+    grad_v = np.zeros(vb.shape, dtype=work)
+    with np.errstate(over="ignore", invalid="ignore"):
+        for q_start in range(0, T, block):
+            rows = slice(q_start, min(q_start + block, T))
+            first_position = S - T + q_start
+            key_stop = min(S, S - T + rows.stop) if is_causal else S
+            for start in range(0, max(key_stop, 0), block):
+                cols = slice(start, min(start + block, key_stop))
+                scores = qs[..., rows, :] @ np.swapaxes(kb[..., cols, :], -1, -2)  # (..., rows, cols), recomputed
+                if mask_ is not None:
+                    apply_mask(scores, mask_[..., rows, cols])
+                if is_causal and cols.stop - 1 > first_position:
+                    apply_causal_tile(scores, first_position, start)
+                p = np.exp(scores - shift[..., rows, :])  # the exact weights of this tile
+                p[np.broadcast_to(np.isneginf(lse[..., rows, :]), p.shape)] = 0.0
+                grad_v[..., cols, :] += np.swapaxes(p, -1, -2) @ grad_out[..., rows, :]
+                grad_s = p * (grad_out[..., rows, :] @ np.swapaxes(vb[..., cols, :], -1, -2) - delta[..., rows, :])
+                grad_q[..., rows, :] += scale_ * (grad_s @ kb[..., cols, :])
+                grad_k[..., cols, :] += np.swapaxes(grad_s, -1, -2) @ qs[..., rows, :]  # qs holds the scale
+    return (
+        _sum_to_shape(grad_q, q_.shape).astype(q_.dtype, copy=False),
+        _sum_to_shape(grad_k, k_.shape).astype(k_.dtype, copy=False),
+        _sum_to_shape(grad_v, v_.shape).astype(v_.dtype, copy=False),
+    )
+
+
+def linear_backward(
+    grad_y: ArrayLike, x: ArrayLike, weight: ArrayLike, bias: ArrayLike | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    r"""Gradients of :math:`y = x W + b`: :math:`dx = dy\,W^\top`, :math:`dW = x^\top dy`, :math:`db = \sum dy`.
+
+    The sums run over every token and batch entry.
+
+    Parameters
+    ----------
+    grad_y : array_like, shape (..., d_out)
+    x : array_like, shape (..., d_in)
+    weight : array_like, shape (d_in, d_out)
+    bias : array_like, shape (d_out,), optional
+
+    Returns
+    -------
+    grad_x, grad_weight, grad_bias : numpy.ndarray
+        Shapes of ``x``, ``weight`` and ``bias`` (``grad_bias`` is None without a bias).
+
+    Raises
+    ------
+    ValueError
+        If the shapes do not fit or an input is not finite.
+
+    Notes
+    -----
+    See chapter 10 (the multi-head layer's backward).
+    """
+    layer = Linear(weight, bias)
+    x = as_float_array(x, "x")
+    check_min_ndim(x, "x", 1, "(..., d_in)")
+    if x.shape[-1] != layer.d_in:
+        raise ValueError(f"x has {x.shape[-1]} features but weight expects d_in={layer.d_in}")
+    check_all_finite(x, "x")
+    grad_y = _grad(grad_y, (*x.shape[:-1], layer.d_out), "grad_y", "the layer's output")
+    flat_x, flat_g = x.reshape(-1, layer.d_in), grad_y.reshape(-1, layer.d_out)
+    grad_bias = None if layer.bias is None else flat_g.sum(axis=0)
+    return grad_y @ layer.weight.T, flat_x.T @ flat_g, grad_bias
+
+
+def layer_norm_backward(
+    grad_y: ArrayLike, x: ArrayLike, weight: ArrayLike | None = None, bias: ArrayLike | None = None, eps: float = 1e-5
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    r"""Gradients of :func:`~selfattention.layer_norm` with respect to x, its weight and its bias.
+
+    With :math:`\hat x = (x - \mu)/\sigma`, :math:`\sigma = \sqrt{\operatorname{var}(x) + \varepsilon}`
+    and :math:`g = dy \circ \gamma`:
+
+    .. math::
+
+        dx = \frac{1}{\sigma}\left(g - \operatorname{mean}(g) - \hat x \operatorname{mean}(g \circ \hat x)\right),
+        \qquad d\gamma = \sum dy \circ \hat x, \qquad d\beta = \sum dy.
+
+    Parameters
+    ----------
+    grad_y : array_like, shape (..., D)
+    x : array_like, shape (..., D)
+    weight, bias : array_like, shape (D,), optional
+    eps : float, default 1e-5
+
+    Returns
+    -------
+    grad_x, grad_weight, grad_bias
+        ``grad_weight`` and ``grad_bias`` are None when the forward had none.
+
+    Raises
+    ------
+    ValueError
+        As :func:`~selfattention.layer_norm` does, or if ``grad_y`` does not have ``x``'s shape.
+
+    Notes
+    -----
+    See chapter 10.
+    """
+    x = as_float_array(x, "x")
+    check_min_ndim(x, "x", 1, "(..., D)")
+    eps = check_real_scalar(eps, "eps", positive=True)
+    check_all_finite(x, "x")
+    grad_y = _grad(grad_y, x.shape, "grad_y", "x")
+    D = x.shape[-1]
+    params = {}
+    for name, param in (("weight", weight), ("bias", bias)):
+        if param is not None:
+            param = as_float_array(param, name)
+            if param.shape != (D,):
+                raise ValueError(f"{name} must have shape (D,) = ({D},) for x with D={D}; got {param.shape}")
+            params[name] = param
+    sigma = np.sqrt(x.var(axis=-1, keepdims=True) + eps)
+    x_hat = (x - x.mean(axis=-1, keepdims=True)) / sigma
+    g = grad_y * params["weight"] if "weight" in params else grad_y
+    grad_x = (g - g.mean(axis=-1, keepdims=True) - x_hat * (g * x_hat).mean(axis=-1, keepdims=True)) / sigma
+    flat = grad_y.reshape(-1, D)
+    grad_weight = (flat * x_hat.reshape(-1, D)).sum(axis=0) if "weight" in params else None
+    grad_bias = flat.sum(axis=0) if "bias" in params else None
+    return grad_x, grad_weight, grad_bias
+
+
+def multihead_attention_backward(
+    grad_y: ArrayLike,
+    x: ArrayLike,
+    params: AttentionParams,
+    num_heads: int,
+    mask: ArrayLike | None = None,
+    is_causal: bool = False,
+) -> tuple[np.ndarray, AttentionParams]:
+    r"""Gradients of self-attention :func:`~selfattention.multihead_attention` w.r.t. x and every weight and bias.
+
+    Runs the forward's steps again, then goes back through them: the output
+    projection (:func:`linear_backward`), the merge of the heads, the attention
+    (:func:`scaled_dot_product_attention_backward`; with fewer key/value heads
+    the gradients of the query heads that shared one are summed), the split,
+    and the three input projections, whose contributions to :math:`dx` add up.
+
+    Parameters
+    ----------
+    grad_y : array_like, shape (..., T, D_out)
+        :math:`\partial L / \partial Y`.
+    x : array_like, shape (..., T, D)
+        The layer's input (self-attention: queries, keys and values all come from it).
+    params : AttentionParams
+    num_heads : int
+    mask, is_causal
+        As in the forward.
+
+    Returns
+    -------
+    grad_x : numpy.ndarray, shape of ``x``
+    grad_params : AttentionParams
+        The gradients, in the same structure: ``grad_params.q.weight`` is
+        :math:`\partial L / \partial W_q`, and so on (biases None where the layer has none).
+
+    Raises
+    ------
+    ValueError
+        As the forward does, or if ``grad_y`` does not have the output's shape.
+
+    Notes
+    -----
+    See chapter 10 (the multi-head layer's backward); chapter 11 trains with it.
+    """
+    if not isinstance(params, AttentionParams):
+        raise ValueError(f"params must be an AttentionParams; got {type(params).__name__}")
+    x = as_float_array(x, "x")
+    check_min_ndim(x, "x", 2, "(..., T, D)")
+    if x.shape[-1] != params.d_model:
+        raise ValueError(f"x has width D={x.shape[-1]} but the parameters are for D={params.d_model}")
+    check_all_finite(x, "x")
+    H, Hkv = params.head_counts(num_heads)
+    r = H // Hkv
+    q, k, v = project_qkv(x, params)  # (..., T, H*Dh), (..., T, Hkv*Dh), (..., T, Hkv*Dv)
+    qh, kh, vh = split_heads(q, H), split_heads(k, Hkv), split_heads(v, Hkv)  # (..., heads, T, D)
+    if r > 1:
+        kh, vh = np.repeat(kh, r, axis=-3), np.repeat(vh, r, axis=-3)  # (..., H, T, D)
+    out, _ = scaled_dot_product_attention(qh, kh, vh, mask=mask, is_causal=is_causal)
+    merged = merge_heads(out)  # (..., T, H*Dv)
+    grad_y = _grad(grad_y, (*merged.shape[:-1], params.out.d_out), "grad_y", "the layer's output")
+
+    grad_merged, grad_w_out, grad_b_out = linear_backward(grad_y, merged, params.out.weight, params.out.bias)
+    grad_qh, grad_kh, grad_vh = scaled_dot_product_attention_backward(
+        split_heads(grad_merged, H), qh, kh, vh, mask=mask, is_causal=is_causal
+    )
+    if r > 1:  # each key/value head served r query heads: its gradient is the sum of theirs
+        grad_kh = grad_kh.reshape(*grad_kh.shape[:-3], Hkv, r, *grad_kh.shape[-2:]).sum(axis=-3)
+        grad_vh = grad_vh.reshape(*grad_vh.shape[:-3], Hkv, r, *grad_vh.shape[-2:]).sum(axis=-3)
+    grads, grad_x = {}, np.zeros_like(x)
+    for name, grad_heads in (("q", grad_qh), ("k", grad_kh), ("v", grad_vh)):
+        layer = getattr(params, name)
+        gx, gw, gb = linear_backward(merge_heads(grad_heads), x, layer.weight, layer.bias)
+        grad_x += gx  # x feeds all three projections
+        grads[name] = Linear(gw, gb)
+    grads["out"] = Linear(grad_w_out, grad_b_out)
+    return grad_x, AttentionParams(**grads)
