@@ -7,7 +7,14 @@ Sizes: B*H = 32 sequences of head width Dh = 64, float32, T = S in
 (chapter 9): causal attention at B*H = 8, T = S = 4096, where the
 memory-efficient version skips the masked tiles, against its own non-causal
 time and torch's causal SDPA; and one generated token of a small decoder at a
-context of 1024, with and without a KV cache. For each it
+context of 1024, with and without a KV cache. And the backward pass
+(chapter 10): the plain NumPy backward against torch autograd's backward of
+SDPA at B*H = 32, T = 1024, and the memory-efficient backward against the
+plain one at B*H = 8, T = 4096.
+
+--sections chooses what to run (default: all); a partial run keeps the other
+sections of --base (default: the recorded run shipped with the package), so
+that each section's ratios still come from one run. For each it
 reports the best of N wall-clock times, the time ratios the course targets,
 the peak extra memory (NumPy: tracemalloc; torch: the peak resident set of a
 child process, which tracemalloc cannot see), and the achieved GFLOP/s
@@ -33,7 +40,13 @@ import torch.nn.functional as F
 from tqdm import tqdm
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-from selfattention import TinyDecoder, memory_efficient_attention, scaled_dot_product_attention  # noqa: E402
+from selfattention import (  # noqa: E402
+    TinyDecoder,
+    memory_efficient_attention,
+    memory_efficient_attention_backward,
+    scaled_dot_product_attention,
+    scaled_dot_product_attention_backward,
+)
 from selfattention.measure import best_time, decoding_step_times, peak_bytes  # noqa: E402
 
 SEQUENCES, HEAD_DIM = 32, 64  # B*H and Dh
@@ -51,6 +64,8 @@ DECODER = {
     "dim_feedforward": 1024,
 }
 DECODE_CONTEXT = 1024
+BACKWARD = {"torch_sequences": 32, "torch_T": 1024, "efficient_sequences": 8, "efficient_T": 4096}
+SECTIONS = ("attention", "causal", "decoding", "backward")
 
 
 def inputs(T: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -91,7 +106,28 @@ def attention_flops(T: int) -> float:
     return 4 * SEQUENCES * T * T * HEAD_DIM
 
 
-def run(repeats: int) -> dict:
+def run(repeats: int, sections: tuple[str, ...] = SECTIONS, base: dict | None = None) -> dict:
+    results = dict(base or {})
+    if "attention" in sections:
+        results.update(attention_run(repeats))
+    if "causal" in sections:
+        results["causal"] = causal_run(repeats)
+    if "decoding" in sections:
+        model = TinyDecoder.random(**DECODER, seed=0)
+        step = decoding_step_times(model, DECODE_CONTEXT, repeats)
+        results["decoding"] = {
+            **DECODER,
+            "context": DECODE_CONTEXT,
+            "cached_seconds": step["cached"],
+            "recomputed_seconds": step["recomputed"],
+            "recomputed_over_cached_time": step["recomputed"] / step["cached"],
+        }
+    if "backward" in sections:
+        results["backward"] = backward_run(repeats)
+    return results
+
+
+def attention_run(repeats: int) -> dict:
     results = {
         "machine": {
             "cpus": os.cpu_count(),
@@ -126,16 +162,6 @@ def run(repeats: int) -> dict:
             "memory_method": "peak RSS of a child process" if name == "torch" else "tracemalloc",
         }
     results["rows"] = list(timings.values())
-    results["causal"] = causal_run(repeats)
-    model = TinyDecoder.random(**DECODER, seed=0)
-    step = decoding_step_times(model, DECODE_CONTEXT, repeats)
-    results["decoding"] = {
-        **DECODER,
-        "context": DECODE_CONTEXT,
-        "cached_seconds": step["cached"],
-        "recomputed_seconds": step["recomputed"],
-        "recomputed_over_cached_time": step["recomputed"] / step["cached"],
-    }
     results["ratios"] = {
         str(T): {
             **(
@@ -150,6 +176,40 @@ def run(repeats: int) -> dict:
         for T in (*LENGTHS, LONG)
     }
     return results
+
+
+def backward_run(repeats: int) -> dict:
+    """The plain backward against torch autograd's, and the memory-efficient backward against the plain one."""
+    rng = np.random.default_rng(3)
+    B, T = BACKWARD["torch_sequences"], BACKWARD["torch_T"]
+    q, k, v, grad_out = (rng.standard_normal((B, T, HEAD_DIM), dtype=np.float32) for _ in range(4))
+    tq, tk, tv = (torch.from_numpy(a).requires_grad_() for a in (q, k, v))
+    t_grad = torch.from_numpy(grad_out)
+
+    def torch_backward() -> None:
+        out = F.scaled_dot_product_attention(tq, tk, tv)  # the forward is part of what autograd needs
+        torch.autograd.grad(out, (tq, tk, tv), t_grad)
+
+    seconds = {
+        "numpy_plain": best_time(partial(scaled_dot_product_attention_backward, grad_out, q, k, v), repeats),
+        "torch_autograd": best_time(torch_backward, repeats),
+    }
+    B2, T2 = BACKWARD["efficient_sequences"], BACKWARD["efficient_T"]
+    q2, k2, v2, g2 = (rng.standard_normal((B2, T2, HEAD_DIM), dtype=np.float32) for _ in range(4))
+    out2, lse2 = memory_efficient_attention(q2, k2, v2, block_size=BLOCK_SIZE, return_lse=True)
+    plain = partial(scaled_dot_product_attention_backward, g2, q2, k2, v2)
+    efficient = partial(memory_efficient_attention_backward, g2, q2, k2, v2, out2, lse2, block_size=BLOCK_SIZE)
+    seconds["plain_4096"] = best_time(plain, repeats)
+    seconds["efficient_4096"] = best_time(efficient, repeats)
+    peaks = {"plain_4096": peak_bytes(plain), "efficient_4096": peak_bytes(efficient)}
+    return {
+        **BACKWARD,
+        "seconds": seconds,
+        "peak_extra_bytes": peaks,
+        "numpy_over_torch_time": seconds["numpy_plain"] / seconds["torch_autograd"],
+        "efficient_over_plain_time": seconds["efficient_4096"] / seconds["plain_4096"],
+        "efficient_over_plain_memory": peaks["efficient_4096"] / peaks["plain_4096"],
+    }
 
 
 def causal_run(repeats: int) -> dict:
@@ -200,6 +260,15 @@ def print_table(results: dict) -> None:
         f"/ torch causal {causal['causal_over_torch_causal_time']:.2f}, "
         f"memory causal / non-causal {causal['causal_over_noncausal_memory']:.2f}"
     )
+    backward = results.get("backward")
+    if backward:
+        print("\nbackward (targets: numpy/torch <= 3 at T=1024; efficient/plain time <= 2, memory <= 0.10 at T=4096):")
+        for name, seconds in backward["seconds"].items():
+            print(f"  {name:>16}: {seconds:.3f} s")
+        print(
+            f"  numpy / torch autograd {backward['numpy_over_torch_time']:.2f}, efficient / plain time "
+            f"{backward['efficient_over_plain_time']:.2f}, memory {backward['efficient_over_plain_memory']:.3f}"
+        )
     decoding = results["decoding"]
     print(f"\none generated token at a context of {decoding['context']} (target: cached >= 20x faster):")
     print(
@@ -236,8 +305,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("_build/bench"))
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sections", default=",".join(SECTIONS), help=f"comma-separated, from {', '.join(SECTIONS)}")
+    parser.add_argument(
+        "--base", type=Path, default=Path(__file__).resolve().parents[1] / "src/selfattention/data/bench-2core.json"
+    )
     args = parser.parse_args()
-    results = run(args.repeats)
+    sections = tuple(name.strip() for name in args.sections.split(","))
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections {sorted(unknown)}; choose from {', '.join(SECTIONS)}")
+    base = json.loads(args.base.read_text()) if set(sections) != set(SECTIONS) else None
+    results = run(args.repeats, sections, base)
+    results.setdefault("sections_run", {})
+    for name in sections:
+        results["sections_run"][name] = {"cpus": os.cpu_count(), "torch_threads": torch.get_num_threads()}
     print_table(results)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench.json").write_text(json.dumps(results, indent=2))
