@@ -268,6 +268,7 @@ def test_multihead_backward_with_shared_key_value_heads_matches_central_differen
 
 Q, K, V = RNG.normal(size=(3, 4)), RNG.normal(size=(5, 4)), RNG.normal(size=(5, 2))
 OUT, LSE = sa.memory_efficient_attention(Q, K, V, return_lse=True)
+_PARAMS = sa.AttentionParams.from_fused(RNG.normal(size=(8, 24)), RNG.normal(size=(8, 8)))
 
 BAD_INPUT = [
     (lambda: sa.softmax_backward(np.ones(3), np.ones(4) / 4), r"grad_y must have the shape of y, \(4,\); got \(3,\)"),
@@ -315,6 +316,43 @@ BAD_INPUT = [
         lambda: sa.multihead_attention_backward(np.ones((3, 4)), np.ones((3, 4)), "params", 2),
         r"params must be an AttentionParams",
     ),
+    # found by an adversarial review: silent wrong gradients before
+    (
+        lambda: sa.memory_efficient_attention_backward(np.ones((3, 2)), Q, K, V, OUT, LSE - 800),
+        r"lse does not fit these scores",
+    ),
+    (
+        lambda: sa.memory_efficient_attention_backward(np.ones((3, 2)), Q, K, V, OUT, LSE - 5),
+        r"lse does not fit these scores",
+    ),
+    (
+        lambda: sa.memory_efficient_attention_backward(np.ones((3, 2)), Q, K, V, OUT, LSE, scale=0.1),
+        r"lse does not fit these scores",
+    ),
+    (
+        lambda: sa.multihead_attention_backward(
+            np.ones((4, 5, 8)), np.ones((4, 5, 8)), _PARAMS, 4, mask=np.ones((4, 5, 5), bool)
+        ),
+        r"its first axis would line up with the heads",
+    ),
+    (
+        lambda: sa.layer_norm_backward(np.ones((2, 4)), np.ones((2, 4)), np.full(4, np.nan)),
+        r"weight must hold only finite numbers",
+    ),
+    (
+        lambda: sa.layer_norm_backward(np.ones((2, 4)), np.ones((2, 4)), np.ones(4), np.full(4, np.inf)),
+        r"bias must hold only finite numbers",
+    ),
+    (
+        lambda: sa.softmax_backward(np.ones(5), np.array([-1.0, 2.0, 0.5, 0.1, 0.3])),
+        r"y must be the softmax's output.*Did you pass the logits",
+    ),
+    (
+        lambda: sa.linear_backward(
+            np.full((300, 2), 300, np.float16), np.full((300, 2), 300, np.float16), np.ones((2, 2), np.float16)
+        ),
+        r"grad_weight overflowed float16",
+    ),
 ]
 
 
@@ -322,3 +360,28 @@ BAD_INPUT = [
 def test_bad_input_gets_a_clear_value_error(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_float16_lse_is_kept_in_float32_so_a_large_bias_survives():
+    rng = np.random.default_rng(9)
+    q, k, v, g = (rng.normal(size=shape).astype(np.float16) for shape in ((3, 2), (4, 2), (4, 2), (3, 2)))
+    mask = np.zeros((3, 4))
+    mask[1] = -1e5  # the same for every key of query 1: its weights do not change
+    out, lse = sa.memory_efficient_attention(q, k, v, mask=mask, return_lse=True)
+    assert lse.dtype == np.float32 and np.isfinite(lse).all()
+    blocked = sa.memory_efficient_attention_backward(g, q, k, v, out, lse, mask=mask)
+    plain = sa.scaled_dot_product_attention_backward(g, q, k, v, mask=mask)
+    for a, b in zip(blocked, plain, strict=True):
+        assert a.dtype == np.float16
+        np.testing.assert_allclose(a.astype(float), b.astype(float), atol=2e-3)
+
+
+def test_float16_layer_norm_and_its_backward_work_in_float32():
+    x = (np.random.default_rng(2).normal(size=(1, 8)) * 300 + 5000).astype(np.float16)
+    g = np.ones_like(x)
+    g[0, 0] = 2
+    y = sa.layer_norm(x)
+    assert y.dtype == np.float16 and np.abs(y).max() > 0.5  # not the zeros of an overflowed variance
+    grad_x = sa.layer_norm_backward(g, x)[0]
+    reference = sa.layer_norm_backward(g.astype(float), x.astype(float))[0]
+    np.testing.assert_allclose(grad_x.astype(float), reference, rtol=2e-2, atol=1e-6)

@@ -27,7 +27,7 @@ from ._validation import as_float_array, check_all_finite, check_axis, check_boo
 from .attention import _dtypes, _validate_attention_args, scaled_dot_product_attention
 from .efficient import apply_causal_tile
 from .masks import apply_mask
-from .multihead import merge_heads, split_heads
+from .multihead import _check_head_axis, merge_heads, split_heads
 from .params import AttentionParams, Linear, project_qkv
 
 __all__ = [
@@ -92,6 +92,13 @@ def softmax_backward(grad_y: ArrayLike, y: ArrayLike, axis: int = -1) -> np.ndar
     check_all_finite(y, "y")
     grad_y = _grad(grad_y, y.shape, "grad_y", "y")
     axis = check_axis(axis, y.ndim)
+    sums = y.sum(axis=axis)
+    tol = 1e-3 if y.dtype != np.float64 else 1e-6
+    if y.min() < -tol or y.max() > 1 + tol or not (np.isclose(sums, 1, atol=tol) | np.isclose(sums, 0, atol=tol)).all():
+        raise ValueError(
+            "y must be the softmax's output: entries in [0, 1], each slice along the axis summing to 1 (or all 0 "
+            f"for a fully masked row); got entries from {y.min():.3g} to {y.max():.3g}. Did you pass the logits?"
+        )
     return y * (grad_y - (grad_y * y).sum(axis=axis, keepdims=True))
 
 
@@ -169,11 +176,24 @@ def scaled_dot_product_attention_backward(
         out.astype(work),
         scale_,
     )
-    return (
-        _sum_to_shape(grad_q, q_.shape).astype(q_.dtype, copy=False),
-        _sum_to_shape(grad_k, k_.shape).astype(k_.dtype, copy=False),
-        _sum_to_shape(grad_v, v_.shape).astype(v_.dtype, copy=False),
-    )
+    return _finished(grad_q, grad_k, grad_v, q_, k_, v_)
+
+
+def _finished(
+    grad_q: np.ndarray, grad_k: np.ndarray, grad_v: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The gradients summed back to their inputs' shapes and dtypes; raise if finite inputs overflowed."""
+    grads = []
+    for name, grad, array in (("grad_q", grad_q, q), ("grad_k", grad_k, k), ("grad_v", grad_v, v)):
+        with np.errstate(over="ignore"):
+            grad = _sum_to_shape(grad, array.shape).astype(array.dtype, copy=False)
+        if not np.isfinite(grad).all():
+            raise ValueError(
+                f"{name} overflowed {grad.dtype}: the scores, grad_out or the values are too large for its range; "
+                "scale them down or compute in a wider dtype"
+            )
+        grads.append(grad)
+    return grads[0], grads[1], grads[2]
 
 
 def memory_efficient_attention_backward(
@@ -208,6 +228,10 @@ def memory_efficient_attention_backward(
         The forward's output.
     lse : array_like, shape (..., T)
         The forward's log-sum-exp per query (``-inf`` for a fully masked one).
+        ``out`` and ``lse`` must come from the forward call with these same
+        q, k, v, mask and scale: the weights are rebuilt from them. An ``lse``
+        from another call shows as weights that do not sum to 1, which is
+        refused; an ``out`` from another call cannot be detected.
     block_size : int, default 512
         Queries and keys per tile.
 
@@ -252,6 +276,7 @@ def memory_efficient_attention_backward(
     grad_q = np.zeros(qs.shape, dtype=work)
     grad_k = np.zeros(kb.shape, dtype=work)
     grad_v = np.zeros(vb.shape, dtype=work)
+    row_total = np.zeros((*batch, T), dtype=np.float64)  # each query's rebuilt weights must sum to 1
     with np.errstate(over="ignore", invalid="ignore"):
         for q_start in range(0, T, block):
             rows = slice(q_start, min(q_start + block, T))
@@ -266,15 +291,23 @@ def memory_efficient_attention_backward(
                     apply_causal_tile(scores, first_position, start)
                 p = np.exp(scores - shift[..., rows, :])  # the exact weights of this tile
                 p[np.broadcast_to(np.isneginf(lse[..., rows, :]), p.shape)] = 0.0
+                row_total[..., rows] += p.sum(axis=-1)
                 grad_v[..., cols, :] += np.swapaxes(p, -1, -2) @ grad_out[..., rows, :]
                 grad_s = p * (grad_out[..., rows, :] @ np.swapaxes(vb[..., cols, :], -1, -2) - delta[..., rows, :])
                 grad_q[..., rows, :] += scale_ * (grad_s @ kb[..., cols, :])
                 grad_k[..., cols, :] += np.swapaxes(grad_s, -1, -2) @ qs[..., rows, :]  # qs holds the scale
-    return (
-        _sum_to_shape(grad_q, q_.shape).astype(q_.dtype, copy=False),
-        _sum_to_shape(grad_k, k_.shape).astype(k_.dtype, copy=False),
-        _sum_to_shape(grad_v, v_.shape).astype(v_.dtype, copy=False),
-    )
+    expected = np.where(np.isneginf(lse[..., 0]), 0.0, 1.0)
+    finite = lse[np.isfinite(lse)]
+    largest = float(np.abs(finite).max()) if finite.size else 0.0
+    # rounding of scores of size |lse| moves each weight by about eps * |lse|: allow for it
+    tol = max(1e-6 if work == np.float64 else 1e-3, 16 * float(np.finfo(work).eps) * largest)
+    if not np.allclose(row_total, expected, atol=tol, rtol=0):
+        worst = float(np.nanmax(np.abs(np.nan_to_num(row_total, nan=np.inf) - expected)))
+        raise ValueError(
+            "lse does not fit these scores: the weights rebuilt from it do not sum to 1 for every query (off by "
+            f"{worst:.3g}); pass the lse and out of the forward call with the same q, k, v, mask and scale"
+        )
+    return _finished(grad_q, grad_k, grad_v, q_, k_, v_)
 
 
 def linear_backward(
@@ -313,8 +346,12 @@ def linear_backward(
     check_all_finite(x, "x")
     grad_y = _grad(grad_y, (*x.shape[:-1], layer.d_out), "grad_y", "the layer's output")
     flat_x, flat_g = x.reshape(-1, layer.d_in), grad_y.reshape(-1, layer.d_out)
-    grad_bias = None if layer.bias is None else flat_g.sum(axis=0)
-    return grad_y @ layer.weight.T, flat_x.T @ flat_g, grad_bias
+    with np.errstate(over="ignore", invalid="ignore"):
+        grads = (grad_y @ layer.weight.T, flat_x.T @ flat_g, None if layer.bias is None else flat_g.sum(axis=0))
+    for name, grad in zip(("grad_x", "grad_weight", "grad_bias"), grads, strict=True):
+        if grad is not None and not np.isfinite(grad).all():
+            raise ValueError(f"{name} overflowed {grad.dtype}; scale the inputs down or compute in a wider dtype")
+    return grads
 
 
 def layer_norm_backward(
@@ -363,7 +400,11 @@ def layer_norm_backward(
             param = as_float_array(param, name)
             if param.shape != (D,):
                 raise ValueError(f"{name} must have shape (D,) = ({D},) for x with D={D}; got {param.shape}")
+            check_all_finite(param, name)
             params[name] = param
+    if x.dtype == np.float16:  # float16's range ends at 65,504: a variance passes it easily
+        grads = layer_norm_backward(grad_y.astype(np.float32), x.astype(np.float32), weight, bias, eps)
+        return tuple(None if g is None else g.astype(np.float16) for g in grads)  # type: ignore[return-value]
     sigma = np.sqrt(x.var(axis=-1, keepdims=True) + eps)
     x_hat = (x - x.mean(axis=-1, keepdims=True)) / sigma
     g = grad_y * params["weight"] if "weight" in params else grad_y
@@ -426,6 +467,7 @@ def multihead_attention_backward(
     check_all_finite(x, "x")
     H, Hkv = params.head_counts(num_heads)
     r = H // Hkv
+    mask = _check_head_axis(mask, 1 + x.ndim)  # the forward's check: a (B, T, S) mask would meet the heads
     q, k, v = project_qkv(x, params)  # (..., T, H*Dh), (..., T, Hkv*Dh), (..., T, Hkv*Dv)
     qh, kh, vh = split_heads(q, H), split_heads(k, Hkv), split_heads(v, Hkv)  # (..., heads, T, D)
     if r > 1:

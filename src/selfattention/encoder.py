@@ -84,6 +84,8 @@ def layer_norm(
     if D == 0:
         raise ValueError(f"x must have at least one feature to normalise; its last axis is empty (shape {x.shape})")
     check_all_finite(x, "x")
+    if x.dtype == np.float16:  # float16's range ends at 65,504: a variance passes it easily, so work in float32
+        return layer_norm(x.astype(np.float32), weight, bias, eps).astype(np.float16)
     mean = x.mean(axis=-1, keepdims=True)
     var = x.var(axis=-1, keepdims=True)  # biased, as PyTorch
     y = (x - mean) / np.sqrt(var + eps)

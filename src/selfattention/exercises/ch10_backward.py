@@ -65,7 +65,8 @@ def _head_reference(grad_out: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.nd
 
 def _compare_pair_of_grads(got: Any, expected: tuple[np.ndarray, np.ndarray]) -> str | None:
     if not isinstance(got, (tuple, list)) or len(got) != 2:
-        return f"should return a pair (grad_q, grad_v); got {type(got).__name__}"
+        what = f"a {type(got).__name__} of {len(got)} items" if isinstance(got, (tuple, list)) else type(got).__name__
+        return f"should return a pair (grad_q, grad_v); got {what}"
     return compare_array("grad_v", _NAN_HINT)(got[1], expected[1]) or compare_array("grad_q", _NAN_HINT)(
         got[0], expected[0]
     )
@@ -131,7 +132,7 @@ def _key_block_reference(grad_out, q, k_block, v_block, out, lse):
 def _compare_triple(got: Any, expected: tuple[np.ndarray, ...]) -> str | None:
     if not isinstance(got, (tuple, list)) or len(got) != 3:
         return f"should return (grad_q part, grad_k block, grad_v block); got {type(got).__name__}"
-    names = ("this block's part of grad_q", "grad_k of the block", "grad_v of the block")
+    names = ("block's part of grad_q", "grad_k of the block", "grad_v of the block")
     problems = (compare_array(n, _NAN_HINT)(g, e) for n, g, e in zip(names, got, expected, strict=True))
     return next((p for p in problems if p is not None), None)
 
