@@ -92,7 +92,7 @@ HEAD_GRADIENTS = Exercise(
     reference=_head_reference,
     compare=_compare_pair_of_grads,
     mistakes=(
-        Mistake(_head_no_delta, "It matches dS = P * dP; subtract each row's D = rowsum(dO * O) first"),
+        Mistake(_head_no_delta, "It matches dS = P * dP; subtract each row's delta = rowsum(dO * O) first"),
         Mistake(_head_no_scale, "It matches dQ without the scale: the scores were multiplied by 1/sqrt(Dk)"),
     ),
 )
