@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._validation import as_float_array, check_all_finite, check_bool, check_min_ndim, check_real_scalar
-from .masks import apply_causal, apply_mask, check_mask
+from .masks import apply_causal_tile, apply_mask, check_mask
 from .params import AttentionParams, project_qkv
 from .scores import _softmax
 
@@ -102,7 +102,7 @@ def scaled_dot_product_attention(
         if mask is not None:
             apply_mask(scores, mask)
         if is_causal:
-            apply_causal(scores, k.shape[-2])
+            apply_causal_tile(scores, k.shape[-2] - q.shape[-2], 0)  # the whole (T, S) matrix, lower-right
         weights = _softmax(scores, -1, in_place=True)  # (..., T, S), in the scores' own buffer
         out = np.matmul(weights, v.astype(work, copy=False))  # (..., T, Dv)
     check_no_overflow(out, dtype)

@@ -23,10 +23,17 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ._validation import as_float_array, check_all_finite, check_axis, check_bool, check_min_ndim, check_real_scalar
+from ._validation import (
+    as_float_array,
+    check_all_finite,
+    check_axis,
+    check_bool,
+    check_min_ndim,
+    check_positive_int,
+    check_real_scalar,
+)
 from .attention import _dtypes, _validate_attention_args, scaled_dot_product_attention
-from .efficient import apply_causal_tile
-from .masks import apply_mask
+from .masks import apply_causal_tile, apply_mask
 from .multihead import _check_head_axis, merge_heads, split_heads
 from .params import AttentionParams, Linear, project_qkv
 
@@ -249,8 +256,6 @@ def memory_efficient_attention_backward(
     -----
     See chapter 10 (a backward that recomputes) and :cite:`dao2022flashattention`.
     """
-    from ._validation import check_positive_int
-
     q_, k_, v_, mask_, scale_ = _validate_attention_args(q, k, v, mask, scale)
     is_causal = check_bool(is_causal, "is_causal")
     block = check_positive_int(block_size, "block_size")

@@ -19,20 +19,9 @@ from ._validation import (
     check_positive_int,
 )
 from .attention import _dtypes, _validate_attention_args, check_no_overflow
-from .masks import apply_mask
+from .masks import apply_causal_tile, apply_mask
 
 __all__ = ["memory_efficient_attention", "online_softmax_update"]
-
-
-def apply_causal_tile(scores: np.ndarray, first_query: int, first_key: int) -> None:
-    """Block, in place, the keys after each query in one (..., rows, cols) tile of causal scores.
-
-    The tile's row r is the query at absolute position ``first_query + r``, and its
-    column c the key at ``first_key + c``; only a boolean (rows, cols) pattern is built.
-    """
-    rows, cols = scores.shape[-2:]
-    later = np.arange(first_key, first_key + cols)[None, :] > np.arange(first_query, first_query + rows)[:, None]
-    np.copyto(scores, -np.inf, where=later)
 
 
 def memory_efficient_attention(

@@ -141,16 +141,13 @@ def sliding_window_mask(T: int, window: int, S: int | None = None, dtype: DTypeL
     return _as_dtype((distance >= 0) & (distance < window), _mask_dtype(dtype))
 
 
-def causal_keep(T: int, S: int, start: int = 0, stop: int | None = None) -> np.ndarray:
-    """Boolean lower-right causal pattern of T queries over keys ``start … stop - 1`` of S.
+def causal_keep(T: int, S: int) -> np.ndarray:
+    """Boolean lower-right causal pattern, (T, S): query ``i`` sees keys ``0 … S - T + i``.
 
-    Query ``i`` sits at absolute position ``S - T + i`` and may see key ``j``
-    when ``j <= S - T + i``. The whole ``(T, S)`` pattern by default, or the
-    ``(T, stop - start)`` columns of one key block, as blocked attention needs.
-    No argument checks: a building block of :func:`causal_mask` and ``is_causal``.
+    Query ``i`` sits at absolute position ``S - T + i``. No argument checks:
+    the building block of :func:`causal_mask`.
     """
-    stop = S if stop is None else stop
-    return np.arange(start, stop)[None, :] <= np.arange(T)[:, None] + (S - T)  # (T, stop - start)
+    return np.arange(S)[None, :] <= np.arange(T)[:, None] + (S - T)  # (T, S)
 
 
 def padding_mask(lengths: ArrayLike, S: int | None = None, dtype: DTypeLike = bool) -> np.ndarray:
@@ -281,11 +278,14 @@ def apply_mask(scores: np.ndarray, mask: np.ndarray) -> None:
         scores += mask
 
 
-def apply_causal(scores: np.ndarray, S: int, start: int = 0) -> None:
-    """Block, in place, the keys that ``scores``' queries may not see under the lower-right causal rule.
+def apply_causal_tile(scores: np.ndarray, first_query: int, first_key: int) -> None:
+    """Block, in place, the keys after each query in a (..., rows, cols) tile of causal scores.
 
-    ``scores`` holds the columns ``start … start + width - 1`` of a ``(..., T, S)``
-    score matrix. Only a boolean ``(T, width)`` pattern is built.
+    The tile's row r is the query at absolute position ``first_query + r``, and
+    its column c the key at ``first_key + c``; only a boolean (rows, cols)
+    pattern is built. A whole (T, S) score matrix is the tile with
+    ``first_query = S - T`` and ``first_key = 0`` (lower-right alignment).
     """
-    T, width = scores.shape[-2:]
-    np.copyto(scores, -np.inf, where=~causal_keep(T, S, start, start + width))
+    rows, cols = scores.shape[-2:]
+    later = np.arange(first_key, first_key + cols)[None, :] > np.arange(first_query, first_query + rows)[:, None]
+    np.copyto(scores, -np.inf, where=later)
