@@ -43,7 +43,7 @@ def test_importing_the_plotting_package_does_not_load_matplotlib():
 
 def test_all_is_the_submodules_lists_and_reaches_the_top_level():
     assert sa.plotting.__all__ == [*views.__all__, *diagrams.__all__]
-    assert len(set(sa.plotting.__all__)) == 10
+    assert len(set(sa.plotting.__all__)) == 11
     for name in sa.plotting.__all__:
         assert getattr(sa, name) is getattr(sa.plotting, name)
 

@@ -24,7 +24,8 @@ is the one place that converts.
 
 The modules, in teaching order: ``scores`` (softmax), ``masks``, ``params``
 (weight containers), ``attention``, ``multihead``, ``encoder``, ``vision``,
-``efficient``, ``positions``, ``decoding``, ``backward``; then ``interop`` (reading PyTorch), ``plotting``,
+``efficient``, ``positions``, ``decoding``, ``backward``, ``training``,
+``tiny_encoder``; then ``interop`` (reading PyTorch), ``plotting``,
 ``exercises`` (the checkers), ``testing`` and ``measure`` (helpers for the
 tests, chapters and benchmarks).
 
@@ -52,6 +53,8 @@ from . import (
     plotting,
     positions,
     scores,
+    tiny_encoder,
+    training,
     vision,
 )
 from .attention import *  # noqa: F403
@@ -66,12 +69,17 @@ from .params import *  # noqa: F403
 from .plotting import *  # noqa: F403
 from .positions import *  # noqa: F403
 from .scores import *  # noqa: F403
+from .tiny_encoder import *  # noqa: F403
+from .training import *  # noqa: F403
 from .vision import *  # noqa: F403
 
 # Names whose module imports torch: loaded on first use (PEP 562). A test checks
 # that this list equals the module's own __all__.
-_LAZY = {"vision_modules": ("PatchAttentionBlock", "ConvSelfAttention", "T2TAttention")}
-_SUBMODULES = ("exercises", "testing", "measure", "vision_modules")
+_LAZY = {
+    "vision_modules": ("PatchAttentionBlock", "ConvSelfAttention", "T2TAttention"),
+    "tiny_encoder_torch": ("TinyEncoderModule",),
+}
+_SUBMODULES = ("exercises", "testing", "measure", "vision_modules", "tiny_encoder_torch")
 
 __all__ = [
     *scores.__all__,
@@ -86,6 +94,9 @@ __all__ = [
     *positions.__all__,
     *decoding.__all__,
     *backward.__all__,
+    *training.__all__,
+    *tiny_encoder.__all__,
+    *_LAZY["tiny_encoder_torch"],
     *interop.__all__,
     *plotting.__all__,
 ]

@@ -175,12 +175,12 @@ def scaled_dot_product_attention_backward(
     grad_out = _grad(grad_out, out.shape, "grad_out", "the attention output")
     dtype, work = _dtypes(q_, k_, v_)
     grad_q, grad_k, grad_v = _attention_backward_core(
-        grad_out.astype(work),
-        q_.astype(work),
-        k_.astype(work),
-        v_.astype(work),
-        weights.astype(work),
-        out.astype(work),
+        grad_out.astype(work, copy=False),
+        q_.astype(work, copy=False),
+        k_.astype(work, copy=False),
+        v_.astype(work, copy=False),
+        weights.astype(work, copy=False),
+        out.astype(work, copy=False),
         scale_,
     )
     return _finished(grad_q, grad_k, grad_v, q_, k_, v_)
@@ -427,6 +427,7 @@ def multihead_attention_backward(
     num_heads: int,
     mask: ArrayLike | None = None,
     is_causal: bool = False,
+    scale: float | None = None,
 ) -> tuple[np.ndarray, AttentionParams]:
     r"""Gradients of self-attention :func:`~selfattention.multihead_attention` w.r.t. x and every weight and bias.
 
@@ -444,7 +445,7 @@ def multihead_attention_backward(
         The layer's input (self-attention: queries, keys and values all come from it).
     params : AttentionParams
     num_heads : int
-    mask, is_causal
+    mask, is_causal, scale
         As in the forward.
 
     Returns
@@ -477,13 +478,13 @@ def multihead_attention_backward(
     qh, kh, vh = split_heads(q, H), split_heads(k, Hkv), split_heads(v, Hkv)  # (..., heads, T, D)
     if r > 1:
         kh, vh = np.repeat(kh, r, axis=-3), np.repeat(vh, r, axis=-3)  # (..., H, T, D)
-    out, _ = scaled_dot_product_attention(qh, kh, vh, mask=mask, is_causal=is_causal)
+    out, _ = scaled_dot_product_attention(qh, kh, vh, mask=mask, scale=scale, is_causal=is_causal)
     merged = merge_heads(out)  # (..., T, H*Dv)
     grad_y = _grad(grad_y, (*merged.shape[:-1], params.out.d_out), "grad_y", "the layer's output")
 
     grad_merged, grad_w_out, grad_b_out = linear_backward(grad_y, merged, params.out.weight, params.out.bias)
     grad_qh, grad_kh, grad_vh = scaled_dot_product_attention_backward(
-        split_heads(grad_merged, H), qh, kh, vh, mask=mask, is_causal=is_causal
+        split_heads(grad_merged, H), qh, kh, vh, mask=mask, scale=scale, is_causal=is_causal
     )
     if r > 1:  # each key/value head served r query heads: its gradient is the sum of theirs
         grad_kh = grad_kh.reshape(*grad_kh.shape[:-3], Hkv, r, *grad_kh.shape[-2:]).sum(axis=-3)

@@ -152,6 +152,7 @@ def multihead_attention(
     value: ArrayLike | None = None,
     *,
     is_causal: bool = False,
+    scale: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Multi-head attention, as ``torch.nn.MultiheadAttention`` computes it.
 
@@ -194,6 +195,9 @@ def multihead_attention(
     is_causal : bool, default False
         Block later keys, lower-right aligned, as in
         :func:`selfattention.scaled_dot_product_attention`.
+    scale : float, optional
+        Multiplies every head's scores; defaults to :math:`1/\sqrt{D_h}`.
+        Chapter 11 trains with ``scale=1.0`` to show what the default prevents.
 
     Returns
     -------
@@ -239,7 +243,7 @@ def multihead_attention(
     mask = _check_head_axis(mask, 1 + max(q.ndim, k.ndim))
     q, k, v = split_heads(q, H), split_heads(k, Hkv), split_heads(v, Hkv)  # (..., heads, T or S, Dh)
     k, v = repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)  # (..., H, S, Dh): a no-op when Hkv = H
-    out, weights = scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal)  # scale 1/sqrt(Dh)
+    out, weights = scaled_dot_product_attention(q, k, v, mask=mask, scale=scale, is_causal=is_causal)  # (..., H, T, Dv)
     return params.out(merge_heads(out)), weights  # (..., T, D), (..., H, T, S)
 
 

@@ -40,6 +40,8 @@ class _Container:
     def named_arrays(self, prefix: str = "") -> Iterator[tuple[str, np.ndarray]]:
         """Yield ``(name, array)`` for every array inside, nested names joined by dots.
 
+        A tuple of containers (a stack of layers) is walked with each
+        item's index in the name, ``layers.0.attention.q.weight``.
         ``None`` entries (a layer without a bias) are skipped. The arrays are
         the container's own, not copies. Useful to count parameters
         (``sum(a.size for _, a in p.named_arrays())``) or to update them all.
@@ -48,6 +50,10 @@ class _Container:
             value = getattr(self, field.name)
             if isinstance(value, _Container):
                 yield from value.named_arrays(f"{prefix}{field.name}.")
+            elif isinstance(value, tuple):
+                for i, item in enumerate(value):
+                    if isinstance(item, _Container):
+                        yield from item.named_arrays(f"{prefix}{field.name}.{i}.")
             elif isinstance(value, np.ndarray):
                 yield f"{prefix}{field.name}", value
 

@@ -16,8 +16,9 @@ import numpy as np
 from .._validation import as_float_array, check_all_finite
 from ..encoder import EncoderParams
 from ..params import AttentionParams, FeedForwardParams, LayerNormParams, Linear
+from ..tiny_encoder import TinyEncoder
 from ..vision import ConvAttentionParams, PatchAttentionParams
-from .layout import linear_from_torch
+from .layout import linear_from_torch, linear_to_torch
 
 __all__ = [
     "attention_from_state_dict",
@@ -25,6 +26,8 @@ __all__ = [
     "patch_attention_from_state_dict",
     "conv_attention_from_state_dict",
     "t2t_attention_from_state_dict",
+    "tiny_encoder_from_state_dict",
+    "tiny_encoder_state_dict",
 ]
 
 
@@ -215,3 +218,91 @@ def t2t_attention_from_state_dict(state: Mapping[str, Any]) -> AttentionParams:
     """
     a = _arrays(state, ["qkv.weight", "proj.weight", "proj.bias"], ["qkv.bias"], "T2TAttention")
     return _fused_attention(a, "qkv.weight", "qkv.bias", _linear(a, "proj.weight", "proj.bias"), square=False)
+
+
+def tiny_encoder_from_state_dict(state: Mapping[str, Any], num_heads: int, scale: float | None = None) -> TinyEncoder:
+    """A :class:`~selfattention.TinyEncoderModule`'s weights, or gradients, as a :class:`~selfattention.TinyEncoder`.
+
+    The names are the module's: ``embedding.weight``, ``positions`` (absent
+    in a model without positions), ``norms.{i}.*``, ``attentions.{i}.*`` (an
+    ``nn.MultiheadAttention`` each), ``final_norm.*`` and ``head.*``. The
+    number of layers is read from the ``norms.{i}.weight`` keys. Chapter 11
+    also reads the module's gradients this way,
+    ``{name: p.grad for name, p in module.named_parameters()}``, to compare
+    them with :meth:`TinyEncoder.backward`.
+
+    Parameters
+    ----------
+    state : mapping
+        Names to arrays (or tensors), in PyTorch's layout.
+    num_heads : int
+        H, which the weights do not record.
+    scale : float, optional
+        As in :class:`~selfattention.TinyEncoder`.
+
+    Raises
+    ------
+    ValueError
+        If ``state`` is not a mapping, lacks a weight or has the wrong shapes.
+
+    Notes
+    -----
+    See chapter 11.
+    """
+    if not isinstance(state, Mapping):
+        raise ValueError(f"state must be a mapping of parameter names to arrays; got {type(state).__name__}")
+    layers = sum(1 for name in state if str(name).startswith("norms.") and str(name).endswith(".weight"))
+    norms = [f"norms.{i}" for i in range(layers)] + ["final_norm"]
+    names = ["embedding.weight", "head.weight"] + [f"{n}.weight" for n in norms]
+    a = _arrays(state, names, ["positions", "head.bias"] + [f"{n}.bias" for n in norms], "TinyEncoderModule")
+    if not layers:
+        raise ValueError("state has no layers: expected keys norms.0.weight, attentions.0.in_proj_weight, ...")
+    layer_norms = [LayerNormParams(a[f"{n}.weight"], a[f"{n}.bias"]) for n in norms]
+    return TinyEncoder(
+        embedding=a["embedding.weight"],  # nn.Embedding stores (V, D), the lookup table itself: no transpose
+        positions=a["positions"],
+        norms=tuple(layer_norms[:-1]),
+        attentions=tuple(attention_from_state_dict(state, f"attentions.{i}.") for i in range(layers)),
+        final_norm=layer_norms[-1],
+        head=_linear(a, "head.weight", "head.bias"),
+        num_heads=num_heads,
+        scale=scale,
+    )
+
+
+def tiny_encoder_state_dict(model: TinyEncoder) -> dict[str, np.ndarray]:
+    """The inverse of :func:`tiny_encoder_from_state_dict`: a :class:`~selfattention.TinyEncoder` in PyTorch's layout.
+
+    ``module.load_state_dict({k: torch.from_numpy(v) for k, v in tiny_encoder_state_dict(model).items()})``
+    gives a :class:`~selfattention.TinyEncoderModule` the NumPy model's weights (copies).
+
+    Raises
+    ------
+    ValueError
+        If ``model`` is not a TinyEncoder, or its layers lack the biases ``nn.MultiheadAttention`` has.
+
+    Notes
+    -----
+    See chapter 11.
+    """
+    if not isinstance(model, TinyEncoder):
+        raise ValueError(f"model must be a TinyEncoder; got {type(model).__name__}")
+    state: dict[str, np.ndarray] = {"embedding.weight": model.embedding.copy()}
+    if model.positions is not None:
+        state["positions"] = model.positions.copy()
+    named_norms = [(f"norms.{i}", n) for i, n in enumerate(model.norms)] + [("final_norm", model.final_norm)]
+    for name, norm in named_norms:
+        state[f"{name}.weight"] = norm.weight.copy()
+        if norm.bias is not None:
+            state[f"{name}.bias"] = norm.bias.copy()
+    for i, attention in enumerate(model.attentions):
+        if attention.b_qkv is None or attention.b_out is None:
+            raise ValueError(f"attention layer {i} has no biases; nn.MultiheadAttention (bias=True) needs them")
+        fused = Linear(attention.w_qkv, attention.b_qkv)
+        state[f"attentions.{i}.in_proj_weight"], state[f"attentions.{i}.in_proj_bias"] = linear_to_torch(fused)
+        weight, bias = linear_to_torch(attention.out)
+        state[f"attentions.{i}.out_proj.weight"], state[f"attentions.{i}.out_proj.bias"] = weight, bias
+    state["head.weight"], head_bias = linear_to_torch(model.head)
+    if head_bias is not None:
+        state["head.bias"] = head_bias
+    return state

@@ -2,13 +2,14 @@
 
 Attention weights as a heatmap, one heatmap per head, a mask, one value per
 patch on its grid, an image cut into patches, attention laid over an
-image, and a table of position vectors. Each draws on the ``Axes`` it is given (a new figure if none) and
-returns it; ``plot_attention_heads`` makes its own figure of panels.
+image, a table of position vectors, and learning curves. Each draws on the
+``Axes`` it is given (a new figure if none) and returns it;
+``plot_attention_heads`` and ``plot_learning_curves`` make their own figures.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -49,6 +50,7 @@ __all__ = [
     "plot_patch_grid",
     "plot_attention_overlay",
     "plot_position_table",
+    "plot_learning_curves",
 ]
 
 # Up to this many rows and columns, the weights are written into the cells.
@@ -499,3 +501,82 @@ def plot_position_table(
         interpolation="nearest",
     )
     return ax
+
+
+def plot_learning_curves(
+    runs: Mapping[str, Mapping[str, Sequence[float]]],
+    *,
+    title: str = "Training",
+    chance: float | None = None,
+) -> Figure:
+    r"""The training loss and the held-out accuracy against the step, one line per run.
+
+    Parameters
+    ----------
+    runs : mapping of str to mapping
+        A label per run, each with equal-length sequences ``"step"``,
+        ``"loss"`` (the training batch's loss) and ``"accuracy"`` (held-out,
+        between 0 and 1), as chapter 11's training loop records them.
+    title : str
+        The figure title.
+    chance : float, optional
+        The loss of guessing uniformly (:math:`\log V`), drawn as a dotted line.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Two panels: the loss on a log scale, the accuracy in percent.
+
+    Raises
+    ------
+    ValueError
+        If ``runs`` is empty or not a mapping, a run lacks a key or its
+        sequences differ in length or hold values that are not finite, a loss
+        is not positive, or an accuracy lies outside [0, 1].
+
+    Notes
+    -----
+    See chapter 11.
+    """
+    if not isinstance(runs, Mapping) or not runs:
+        raise ValueError(
+            "runs must be a non-empty mapping of label -> {'step': [...], 'loss': [...], 'accuracy': [...]}; "
+            f"got {type(runs).__name__}"
+        )
+    check_text(title, "title")
+    if chance is not None:
+        chance = check_real_scalar(chance, "chance", positive=True)
+    curves = {}
+    for label, run in runs.items():
+        check_text(label, "each run's label")
+        if not isinstance(run, Mapping) or not {"step", "loss", "accuracy"} <= set(run):
+            raise ValueError(f"run {label!r} must be a mapping with the keys 'step', 'loss' and 'accuracy'")
+        columns = [
+            as_plottable(run[key], f"run {label!r}'s {key}", 1, "a 1-D sequence")
+            for key in ("step", "loss", "accuracy")
+        ]
+        if len({len(c) for c in columns}) != 1:
+            raise ValueError(
+                f"run {label!r}: step, loss and accuracy must have the same length; got {[len(c) for c in columns]}"
+            )
+        step, loss, accuracy = columns
+        if (loss <= 0).any():
+            raise ValueError(f"run {label!r}: every loss must be positive to draw on a log scale; got {loss.min():.3g}")
+        if ((accuracy < 0) | (accuracy > 1)).any():
+            raise ValueError(
+                f"run {label!r}: accuracy must lie between 0 and 1; got {accuracy.min():.3g} … {accuracy.max():.3g}"
+            )
+        curves[label] = (step, loss, accuracy)
+    fig, (ax_loss, ax_acc) = pyplot().subplots(1, 2, figsize=(10, 3.6))
+    for label, (step, loss, accuracy) in curves.items():
+        ax_loss.plot(step, loss, label=label)
+        ax_acc.plot(step, 100 * accuracy, label=label)
+    if chance is not None:
+        ax_loss.axhline(chance, color="grey", linestyle=":", label=f"guessing (log V = {chance:.2f})")
+    ax_loss.set(yscale="log", xlabel="step", ylabel="training loss", title="loss")
+    ax_acc.set(xlabel="step", ylabel="held-out token accuracy (%)", title="accuracy", ylim=(0, 102))
+    ax_loss.legend(fontsize="small")
+    ax_acc.legend(fontsize="small")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
