@@ -51,7 +51,7 @@ EditWeights = Callable[[int, np.ndarray], np.ndarray]
 class TinyEncoder(_Container):
     """Embeddings, positions, N pre-norm attention layers, a final LayerNorm and a linear head.
 
-    A frozen container like the others in :mod:`selfattention.params`: its
+    A frozen container like the weight containers (:class:`~selfattention.Linear` and the others): its
     arrays are updated in place (:meth:`Adam.step`), and :meth:`backward`
     returns the gradients in a ``TinyEncoder`` of the same structure.
 

@@ -54,6 +54,10 @@ CROSS_ENTROPY_GRAD = Exercise(
             lambda z, y: (softmax(z) - _one_hot(y, z.shape[-1])) / (y.shape[0] if y.ndim else 1),
             "It matches dividing by the batch size only; the mean runs over every position of every sequence",
         ),
+        Mistake(
+            lambda z, y: (softmax(z) - _one_hot(y, z.shape[-1])) / z.size,
+            "It matches dividing by logits.size; N counts positions (targets.size), not positions times classes",
+        ),
     ),
 )
 
@@ -74,15 +78,37 @@ def _adam_cases(rng: np.random.Generator) -> CaseList:
         if t == 1:
             m, v = np.zeros(shape), np.zeros(shape)  # the first step starts from zero moments
         cases.append((f"{shape}, step t={t}", (param, grad, m, v, t, 0.01, 0.9, 0.999, 1e-8)))
+    tiny = np.array([1e-8, -3e-8, 2e-9])  # gradients near eps: where eps sits matters
+    cases.append(("gradients near eps, t=1", (np.ones(3), tiny, np.zeros(3), np.zeros(3), 1, 0.01, 0.9, 0.999, 1e-8)))
     return cases
 
 
-def _adam(param, grad, m, v, t, lr, beta1, beta2, eps, *, correct: bool = True, root: bool = True, shift: int = 0):
+def _adam(
+    param,
+    grad,
+    m,
+    v,
+    t,
+    lr,
+    beta1,
+    beta2,
+    eps,
+    *,
+    correct: bool = True,
+    root: bool = True,
+    shift: int = 0,
+    eps_inside: bool = False,
+    return_hats: bool = False,
+):
     m = beta1 * m + (1 - beta1) * grad
     v = beta2 * v + (1 - beta2) * grad**2
     m_hat = m / (1 - beta1 ** (t + shift)) if correct else m
     v_hat = v / (1 - beta2 ** (t + shift)) if correct else v
-    return param - lr * m_hat / ((np.sqrt(v_hat) if root else v_hat) + eps), m, v
+    if eps_inside:
+        step = m_hat / np.sqrt(v_hat + eps)
+    else:
+        step = m_hat / ((np.sqrt(v_hat) if root else v_hat) + eps)
+    return (param - lr * step, *((m_hat, v_hat) if return_hats else (m, v)))
 
 
 def _compare_adam(got: Any, expected: tuple[np.ndarray, ...]) -> str | None:
@@ -112,6 +138,15 @@ ADAM_STEP = Exercise(
             "It matches correcting with t + 1; t is the number of this step, counting from 1",
         ),
         Mistake(lambda *a: _adam(*a, root=False), "It matches dividing by v_hat; divide by its square root"),
+        Mistake(
+            lambda *a: _adam(*a, return_hats=True),
+            "It matches returning the bias-corrected m_hat and v_hat; return the running means m and v themselves "
+            "(the correction is applied afresh at every step)",
+        ),
+        Mistake(
+            lambda *a: _adam(*a, eps_inside=True),
+            "It matches sqrt(v_hat + eps); eps is added after the square root, sqrt(v_hat) + eps",
+        ),
     ),
 )
 
@@ -119,7 +154,8 @@ ADAM_STEP = Exercise(
 def check_adam_step(fn: Callable[..., Any]) -> CheckResult:
     """Check ``fn(param, grad, m, v, t, lr, beta1, beta2, eps) -> (param, m, v)``, step t counting from 1.
 
-    The three arrays are returned new; the inputs must be left unchanged. See chapter 11, exercise 2.
+    ``m`` and ``v`` are the running means (not bias-corrected); the three
+    arrays are returned new and the inputs left unchanged. See chapter 11, exercise 2.
     """
     return ADAM_STEP.check(fn)
 

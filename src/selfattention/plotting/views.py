@@ -299,7 +299,9 @@ def plot_attention_heads(
     fig, axes = pyplot().subplots(nrows, ncols, figsize=(2.6 * ncols + 1.0, 2.6 * nrows + 0.4), squeeze=False)
     scale = weight_scale(weights, cmap)  # one scale for all panels
     for h, ax in enumerate(axes.flat[:H]):
-        image = heatmap(ax, weights[h], title=titles[h], xlabel="key", ylabel=None if h % ncols else "query", **scale)
+        bottom = h + ncols >= H  # no panel below: label the keys here (a label above would hit a title)
+        xlabel = "key" if bottom else None
+        image = heatmap(ax, weights[h], title=titles[h], xlabel=xlabel, ylabel=None if h % ncols else "query", **scale)
     for ax in axes.flat[H:]:
         ax.set_visible(False)
     fig.colorbar(image, ax=axes.ravel().tolist(), label="attention weight", shrink=0.8)
