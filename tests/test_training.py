@@ -121,7 +121,7 @@ def test_adam_refuses_a_non_finite_gradient_and_updates_nothing():
     before = [a.copy() for _, a in model.named_arrays()]
     grads = model.backward(np.zeros((2, T, V)), np.zeros((2, T), dtype=int))
     grads.head.weight[0, 0] = np.nan
-    with pytest.raises(ValueError, match=r"gradient of head.weight is not finite at step 1: the loss diverged"):
+    with pytest.raises(ValueError, match=r"gradient of head.weight is not finite .* at step 1: the loss diverged"):
         sa.Adam().step(model, grads)
     assert all((a == b).all() for (_, a), b in zip(model.named_arrays(), before, strict=True))
 
@@ -274,6 +274,16 @@ _GEN = np.random.default_rng(0)
 _MODEL = _model()
 _IDS = np.zeros((2, 3), dtype=int)
 _RUN = {"step": [1, 2], "loss": [1.0, 0.5], "accuracy": [0.2, 0.4]}
+_STATE2 = sa.tiny_encoder_state_dict(_model(num_layers=2))
+_NO_POSITIONS = _model(positions=False)
+_NO_HEAD_BIAS = dataclasses.replace(_MODEL, head=sa.Linear(_MODEL.head.weight))
+_GQA = sa.AttentionParams(*(sa.Linear(np.ones((D, w))) for w in (D, D // 2, D // 2, D)))
+_SHARED = np.ones(2)
+
+
+def _without(state, key):
+    return {k: v for k, v in state.items() if k != key}
+
 
 BAD_INPUT = [
     (lambda: sa.sequence_task("mirror", 2, 3, 4, _GEN), r"kind must be one of \['reverse', 'shift', 'sort'\]"),
@@ -325,6 +335,28 @@ BAD_INPUT = [
     (lambda: sa.TinyEncoderModule(10, 4, 8, 2)(torch.zeros(2, 3)), r"ids must be a \(B, T\) LongTensor"),
     (lambda: sa.TinyEncoderModule(10, 4, 8, 2)(torch.full((2, 3), 10)), r"ids must lie in 0 … 9"),
     (lambda: sa.TinyEncoderModule(10, 4, 8, 2)(torch.zeros(2, 5, dtype=torch.long)), r"ids has 5 tokens"),
+    (lambda: sa.tiny_encoder_from_state_dict(_without(_STATE2, "norms.1.weight"), 2), r"missing \['norms.1.weight'\]"),
+    (lambda: sa.tiny_encoder_from_state_dict({**_STATE2, "extra.weight": np.ones(2)}, 2), r"\['extra.weight'\]"),
+    (lambda: sa.tiny_encoder_state_dict(_NO_HEAD_BIAS), r"every LayerNorm and the head must have a bias"),
+    (lambda: sa.TinyEncoderModule(2**20, 4, 4096, 1), r"more than 2\*\*27 weights"),
+    (lambda: sa.TinyEncoderModule(10, 4, 8, 2)(torch.zeros(0, 3, dtype=torch.long)), r"with B, T >= 1"),
+    (
+        lambda: _MODEL.forward(np.zeros((0, 3), int)),
+        r"ids must be integer token ids .* with B, T >= 1; got shape \(0, 3\)",
+    ),
+    (lambda: _NO_POSITIONS.forward(np.zeros((1, 2**17), int)), r"attention weights per layer, more than"),
+    (lambda: _MODEL.forward(_IDS, edit_weights=lambda layer, w: 1 / 0), r"edit_weights\(layer, weights\) raised Zero"),
+    (lambda: _MODEL.forward(_IDS, edit_weights=lambda w: w), r"edit_weights\(layer, weights\) raised TypeError"),
+    (lambda: dataclasses.replace(_MODEL, head=sa.Linear(np.ones((D, V + 1)))), r"the head must score the V=7 tokens"),
+    (lambda: dataclasses.replace(_MODEL, attentions=(_GQA,), num_heads=4), r"TinyEncoder has no GQA"),
+    (lambda: sa.sequence_task("sort", 2, 3, 4, _GEN, offset=-1), r"offset must be a non-negative integer; got -1"),
+    (lambda: sa.Adam().step({"a": np.ones(2), "b": np.ones(2)}, {"a": np.ones(2), "b": np.ones(2) + 1j}), r"real"),
+    (lambda: sa.Adam().step({"w": np.ones(2)}, {"w": np.array([True, False])}), r"got dtype bool"),
+    (lambda: sa.Adam().step({"w": np.broadcast_to(1.0, (2,))}, {"w": np.ones(2)}), r"parameter w is read-only"),
+    (lambda: sa.Adam().step({1: np.ones(2)}, {1: np.ones(2)}), r"keyed by parameter names \(strings\); got the key 1"),
+    (lambda: sa.Adam().step({"a": _SHARED, "b": _SHARED}, {"a": _SHARED, "b": _SHARED}), r"the same array under"),
+    (lambda: sa.Adam().step({"w": np.ones(2)}, {"w": np.full(2, 1e200)}), r"its square overflows float64"),
+    (lambda: sa.cross_entropy([[1e308, -1e308, 0.0]], [1]), r"logits span more than float64's range"),
     (lambda: sa.plot_learning_curves({}), r"runs must be a non-empty mapping"),
     (lambda: sa.plot_learning_curves({"a": {"step": [1]}}), r"run 'a' must be a mapping with the keys"),
     (lambda: sa.plot_learning_curves({"a": {**_RUN, "loss": [1.0]}}), r"must have the same length"),
@@ -340,6 +372,20 @@ def test_bad_input_gets_a_clear_value_error(call, message):
         warnings.simplefilter("error")
         with pytest.raises(ValueError, match=message):
             call()
+
+
+def test_a_refused_adam_step_changes_nothing_and_a_shape_change_is_caught():
+    adam, params = sa.Adam(), {"a": np.ones(2), "b": np.ones(2)}
+    with pytest.raises(ValueError, match=r"gradient of b must be an array of real numbers"):
+        adam.step(params, {"a": np.ones(2), "b": np.ones(2) + 1j})
+    assert adam.t == 0 and (params["a"] == 1).all() and not adam._m
+    adam.step(params, {"a": np.ones(2), "b": np.ones(2)})
+    with pytest.raises(ValueError, match=r"parameter a has shape \(1,\) but had \(2,\) at the last step"):
+        adam.step({"a": np.ones(1), "b": params["b"]}, {"a": np.ones(1), "b": np.ones(2)})
+
+
+def test_a_large_shift_offset_wraps():
+    assert list(sa.source_positions("shift", 4, 2**70)) == list(sa.source_positions("shift", 4, 2**70 % 4))
 
 
 def test_minibatches_check_their_arguments_before_the_first_batch():

@@ -119,8 +119,17 @@ class TinyEncoder(_Container):
         widths += [a.out.d_out for a in self.attentions] + [self.final_norm.d_model, self.head.d_in]
         if any(w != D for w in widths):
             raise ValueError(f"every layer, norm and the head's input must have the embedding's width D={D}")
+        if self.head.d_out != table.shape[0]:
+            raise ValueError(
+                f"the head must score the V={table.shape[0]} tokens of the embedding; it has {self.head.d_out} outputs"
+            )
         _set(self, "num_heads", check_positive_int(self.num_heads, "num_heads"))
-        for attention in self.attentions:
+        for i, attention in enumerate(self.attentions):
+            if attention.kv_groups != 1 or attention.q.d_out != D or attention.v.d_out != D:
+                raise ValueError(
+                    f"attention layer {i} must be standard multi-head attention with q, k, v of width D={D} "
+                    f"(got {attention.q.d_out}, {attention.k.d_out}, {attention.v.d_out}); TinyEncoder has no GQA"
+                )
             attention.head_counts(self.num_heads)
         if self.scale is not None:
             _set(self, "scale", check_real_scalar(self.scale, "scale", positive=True))
@@ -204,10 +213,16 @@ class TinyEncoder(_Container):
 
     def _ids(self, ids: Any) -> np.ndarray:
         ids = as_array(ids, "ids")
-        if ids.ndim not in (1, 2) or ids.shape[-1] == 0 or not np.issubdtype(ids.dtype, np.integer):
+        if ids.ndim not in (1, 2) or ids.size == 0 or not np.issubdtype(ids.dtype, np.integer):
             raise ValueError(
-                f"ids must be integer token ids of shape (T,) or (B, T) with T >= 1; "
+                f"ids must be integer token ids of shape (T,) or (B, T) with B, T >= 1; "
                 f"got shape {ids.shape}, dtype {ids.dtype}"
+            )
+        weights = ids.size * ids.shape[-1] * self.num_heads  # B * T * T * H attention weights per layer
+        if weights > 2**27:
+            raise ValueError(
+                f"ids of shape {ids.shape} need {weights:,} attention weights per layer, more than {2**27:,}; "
+                "pass fewer or shorter sequences at a time"
             )
         if ids.min() < 0 or ids.max() >= self.vocab_size:
             raise ValueError(f"ids must lie in 0 … {self.vocab_size - 1}; got values from {ids.min()} to {ids.max()}")
@@ -223,7 +238,11 @@ class TinyEncoder(_Container):
         q, k, v = project_qkv(a, params)  # (..., T, D) each
         q, k, v = (split_heads(t, self.num_heads) for t in (q, k, v))  # (..., H, T, Dh)
         _, weights = scaled_dot_product_attention(q, k, v, scale=self.scale)  # (..., H, T, T)
-        edited = as_float_array(edit_weights(i, weights.copy()), "the edited weights")
+        try:
+            edited = edit_weights(i, weights.copy())
+        except Exception as exc:  # the learner's function: report it as this call's problem
+            raise ValueError(f"edit_weights(layer, weights) raised {type(exc).__name__} at layer {i}: {exc}") from exc
+        edited = as_float_array(edited, "the edited weights")
         if edited.shape != weights.shape:
             raise ValueError(f"edit_weights must return the weights' shape {weights.shape}; got {edited.shape}")
         check_all_finite(edited, "the edited weights")

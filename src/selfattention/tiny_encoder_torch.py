@@ -50,6 +50,8 @@ class TinyEncoderModule(nn.Module):
         N = check_positive_int(num_layers, "num_layers", at_most=64)
         if D % H:
             raise ValueError(f"d_model={D} must be a multiple of num_heads={H}")
+        if (V + T + 4 * N * D + V) * D > 2**27:
+            raise ValueError("these sizes make more than 2**27 weights; choose a smaller model")
         self.num_heads = H
         self.embedding = nn.Embedding(V, D)
         self.positions = nn.Parameter(torch.randn(T, D)) if check_bool(positions, "positions") else None
@@ -60,9 +62,9 @@ class TinyEncoderModule(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         """Logits ``(B, T, V)`` for token ids ``(B, T)``."""
-        if not isinstance(ids, torch.Tensor) or ids.dtype != torch.long or ids.ndim != 2:
+        if not isinstance(ids, torch.Tensor) or ids.dtype != torch.long or ids.ndim != 2 or ids.numel() == 0:
             got = f"{ids.dtype}, shape {tuple(ids.shape)}" if isinstance(ids, torch.Tensor) else type(ids).__name__
-            raise ValueError(f"ids must be a (B, T) LongTensor of token ids; got {got}")
+            raise ValueError(f"ids must be a (B, T) LongTensor of token ids with B, T >= 1; got {got}")
         if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= self.embedding.num_embeddings):
             raise ValueError(f"ids must lie in 0 … {self.embedding.num_embeddings - 1}")
         h = self.embedding(ids)  # (B, T, D)

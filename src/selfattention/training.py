@@ -97,6 +97,7 @@ def sequence_task(
     n = check_positive_int(n, "n", at_most=2**24)
     T = check_positive_int(length, "length", at_most=2**16)
     V = check_positive_int(vocab_size, "vocab_size", at_most=2**31)
+    offset = check_nonnegative_int(offset, "offset")
     if n * T > 2**26:
         raise ValueError(f"n * length = {n * T:,} tokens is more than {2**26:,}; ask for fewer or shorter sequences")
     inputs = _check_rng(rng).integers(0, V, size=(n, T), dtype=np.int64)
@@ -127,7 +128,7 @@ def source_positions(kind: str, length: int, offset: int = 1) -> np.ndarray:
     if kind == "sort":
         raise ValueError("sort has no fixed source position: which input an output copies depends on the values")
     positions = np.arange(T)
-    return positions[::-1].copy() if kind == "reverse" else (positions - offset) % T
+    return positions[::-1].copy() if kind == "reverse" else (positions - offset % T) % T
 
 
 def _token_ids(ids: Any, num_classes: int, name: str, what: str) -> np.ndarray:
@@ -228,7 +229,13 @@ def _logits_and_targets(logits: Any, targets: Any) -> tuple[np.ndarray, np.ndarr
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
-    shifted = logits - logits.max(axis=-1, keepdims=True)  # the largest score becomes 0: exp cannot overflow
+    with np.errstate(over="ignore"):
+        shifted = logits - logits.max(axis=-1, keepdims=True)  # the largest score becomes 0: exp cannot overflow
+    if not np.isfinite(shifted).all():
+        raise ValueError(
+            f"logits span more than {logits.dtype}'s range within a row (from {logits.min():.3g} to "
+            f"{logits.max():.3g}); scale them down"
+        )
     return shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
 
 
@@ -306,9 +313,11 @@ def _named(tree: Any, name: str) -> dict[str, np.ndarray]:
     if isinstance(tree, Mapping):
         arrays = {}
         for key, value in tree.items():
+            if not isinstance(key, str):
+                raise ValueError(f"{name} must be keyed by parameter names (strings); got the key {key!r}")
             if not isinstance(value, np.ndarray):
                 raise ValueError(f"{name}[{key!r}] must be a NumPy array; got {type(value).__name__}")
-            arrays[str(key)] = value
+            arrays[key] = value
         return arrays
     raise ValueError(
         f"{name} must be a weight container (such as a TinyEncoder) or a dict of name -> array; "
@@ -385,16 +394,29 @@ class Adam:
             raise ValueError(f"grads must have one array per parameter; missing {missing}, unexpected {extra}")
         if self._m and set(self._m) != set(weights):
             raise ValueError("params changed since the last step; use one Adam per model")
-        for name, weight in weights.items():
+        if len({id(w) for w in weights.values()}) != len(weights):
+            raise ValueError("params holds the same array under two names; each would be stepped twice")
+        for name, weight in weights.items():  # every check first: a refused step updates nothing
             grad = gradients[name]
             if grad.shape != weight.shape:
                 raise ValueError(f"the gradient of {name} has shape {grad.shape}; the parameter has {weight.shape}")
+            if name in self._m and self._m[name].shape != weight.shape:
+                raise ValueError(
+                    f"parameter {name} has shape {weight.shape} but had {self._m[name].shape} at the last step; "
+                    "use one Adam per model"
+                )
             if not np.issubdtype(weight.dtype, np.floating):
                 raise ValueError(f"parameter {name} must be a float array to be updated; got dtype {weight.dtype}")
-            if not np.isfinite(grad).all():
+            if not weight.flags.writeable:
+                raise ValueError(f"parameter {name} is read-only; Adam updates the model's own arrays in place")
+            if grad.dtype == np.bool_ or grad.dtype.kind not in "iuf":
+                raise ValueError(f"the gradient of {name} must be an array of real numbers; got dtype {grad.dtype}")
+            with np.errstate(over="ignore", invalid="ignore"):
+                square_finite = np.isfinite(np.square(grad, dtype=weight.dtype)).all()
+            if not square_finite:
                 raise ValueError(
-                    f"the gradient of {name} is not finite at step {self.t + 1}: the loss diverged; "
-                    "lower the learning rate"
+                    f"the gradient of {name} is not finite (or its square overflows {weight.dtype}) at step "
+                    f"{self.t + 1}: the loss diverged; lower the learning rate"
                 )
         self.t += 1
         beta1, beta2 = self.betas

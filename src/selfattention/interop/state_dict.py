@@ -8,6 +8,7 @@ checkpoint read from disk with NumPy has the same form. No torch needed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -251,7 +252,17 @@ def tiny_encoder_from_state_dict(state: Mapping[str, Any], num_heads: int, scale
     """
     if not isinstance(state, Mapping):
         raise ValueError(f"state must be a mapping of parameter names to arrays; got {type(state).__name__}")
-    layers = sum(1 for name in state if str(name).startswith("norms.") and str(name).endswith(".weight"))
+    indices = {
+        int(match[1]) for name in state if (match := re.fullmatch(r"(?:norms|attentions)\.(\d+)\..+", str(name)))
+    }
+    layers = max(indices, default=-1) + 1  # a gap (a missing layer) is caught as missing keys below
+    per_layer = ["weight", "bias", "in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"]
+    known = {"embedding.weight", "positions", "final_norm.weight", "final_norm.bias", "head.weight", "head.bias"}
+    known |= {f"norms.{i}.{n}" for i in range(layers) for n in per_layer[:2]}
+    known |= {f"attentions.{i}.{n}" for i in range(layers) for n in per_layer[2:]}
+    unknown = sorted(str(name) for name in state if name not in known)
+    if unknown:
+        raise ValueError(f"state holds keys a TinyEncoderModule does not have: {unknown[:8]}")
     norms = [f"norms.{i}" for i in range(layers)] + ["final_norm"]
     names = ["embedding.weight", "head.weight"] + [f"{n}.weight" for n in norms]
     a = _arrays(state, names, ["positions", "head.bias"] + [f"{n}.bias" for n in norms], "TinyEncoderModule")
@@ -287,6 +298,11 @@ def tiny_encoder_state_dict(model: TinyEncoder) -> dict[str, np.ndarray]:
     """
     if not isinstance(model, TinyEncoder):
         raise ValueError(f"model must be a TinyEncoder; got {type(model).__name__}")
+    norms = [*model.norms, model.final_norm]
+    if any(n.bias is None for n in norms) or model.head.bias is None:
+        raise ValueError(
+            "every LayerNorm and the head must have a bias: TinyEncoderModule's nn.LayerNorm and nn.Linear do"
+        )
     state: dict[str, np.ndarray] = {"embedding.weight": model.embedding.copy()}
     if model.positions is not None:
         state["positions"] = model.positions.copy()
