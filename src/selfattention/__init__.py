@@ -25,7 +25,7 @@ is the one place that converts.
 The modules, in teaching order: ``scores`` (softmax), ``masks``, ``params``
 (weight containers), ``attention``, ``multihead``, ``encoder``, ``vision``,
 ``efficient``, ``positions``, ``decoding``, ``backward``, ``training``,
-``tiny_encoder``; then ``interop`` (reading PyTorch), ``plotting``,
+``tiny_encoder``, ``vit``; then ``interop`` (reading PyTorch), ``plotting``,
 ``exercises`` (the checkers), ``testing`` and ``measure`` (helpers for the
 tests, chapters and benchmarks).
 
@@ -56,6 +56,7 @@ from . import (
     tiny_encoder,
     training,
     vision,
+    vit,
 )
 from .attention import *  # noqa: F403
 from .backward import *  # noqa: F403
@@ -72,11 +73,12 @@ from .scores import *  # noqa: F403
 from .tiny_encoder import *  # noqa: F403
 from .training import *  # noqa: F403
 from .vision import *  # noqa: F403
+from .vit import *  # noqa: F403
 
 # Names whose module imports torch: loaded on first use (PEP 562). A test checks
 # that this list equals the module's own __all__.
 _LAZY = {
-    "vision_modules": ("PatchAttentionBlock", "ConvSelfAttention", "T2TAttention"),
+    "vision_modules": ("PatchAttentionBlock", "ConvSelfAttention", "T2TAttention", "TinyViT"),
     "tiny_encoder_torch": ("TinyEncoderModule",),
 }
 _SUBMODULES = ("exercises", "testing", "measure", "vision_modules", "tiny_encoder_torch")
@@ -97,6 +99,7 @@ __all__ = [
     *training.__all__,
     *tiny_encoder.__all__,
     *_LAZY["tiny_encoder_torch"],
+    *vit.__all__,
     *interop.__all__,
     *plotting.__all__,
 ]

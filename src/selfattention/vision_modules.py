@@ -1,4 +1,4 @@
-"""The PyTorch modules of chapter 6: a patch attention block, SAGAN-style and Tokens-to-Token attention.
+"""The PyTorch modules of chapters 6 and 12: patch attention, SAGAN-style and Tokens-to-Token attention, a tiny ViT.
 
 They keep the parameter names of the code they follow (sources 001 and 004 of
 the course), so a state dict saved from that code loads unchanged. Each has a
@@ -14,7 +14,7 @@ import torch.nn as nn
 
 from ._validation import check_bool, check_head_split, check_image_size, check_positive_int, check_real_scalar
 
-__all__ = ["PatchAttentionBlock", "ConvSelfAttention", "T2TAttention"]
+__all__ = ["PatchAttentionBlock", "ConvSelfAttention", "T2TAttention", "TinyViT"]
 
 
 def _check_tensor(x: torch.Tensor, module: nn.Module, name: str) -> None:
@@ -196,3 +196,82 @@ class T2TAttention(nn.Module):
         weights = torch.softmax((q * self.scale) @ k.transpose(-2, -1), dim=-1)  # (B, H, N, N)
         out = self.proj((weights @ v).transpose(1, 2).reshape(B, N, self.chan))  # (B, N, chan)
         return v.transpose(1, 2).reshape(B, N, self.chan) + out  # skip connection through V
+
+
+class TinyViT(nn.Module):
+    """A small Vision Transformer: patches, a class token, learned positions, pre-norm blocks, a linear head.
+
+    The parts are PyTorch's own (``nn.Linear`` on the flattened patches,
+    ``nn.TransformerEncoderLayer`` with ``norm_first=True``, exact GELU and no
+    dropout, ``nn.LayerNorm``), so the model trains with any PyTorch optimiser;
+    :func:`selfattention.vit_forward` is its NumPy twin, with the weights read
+    by :func:`selfattention.tiny_vit_params`.
+
+    Parameters
+    ----------
+    image_size : int
+        H = W.
+    patch_size : int
+        p; must divide ``image_size``.
+    channels, d_model, num_heads, num_layers, dim_feedforward, num_classes : int
+        C, D, H, L, F and the number of classes.
+
+    Raises
+    ------
+    ValueError
+        If a size is not a positive integer, p does not divide the image, or H does not divide D.
+
+    Notes
+    -----
+    See chapter 12. ``forward(images)`` takes (B, C, H, W) and returns (B, classes) logits.
+    """
+
+    def __init__(
+        self,
+        image_size: int = 8,
+        patch_size: int = 2,
+        channels: int = 1,
+        d_model: int = 32,
+        num_heads: int = 4,
+        num_layers: int = 2,
+        dim_feedforward: int = 64,
+        num_classes: int = 10,
+    ) -> None:
+        super().__init__()
+        size = check_positive_int(image_size, "image_size", at_most=1024)
+        p = check_positive_int(patch_size, "patch_size")
+        check_image_size(size, size, p)
+        C = check_positive_int(channels, "channels", at_most=64)
+        D = check_positive_int(d_model, "d_model", at_most=2048)
+        H = check_positive_int(num_heads, "num_heads")
+        check_head_split(D, H)
+        L = check_positive_int(num_layers, "num_layers", at_most=64)
+        F = check_positive_int(dim_feedforward, "dim_feedforward", at_most=8192)
+        classes = check_positive_int(num_classes, "num_classes", at_most=100_000)
+        N = (size // p) ** 2
+        if (C * p * p + N + 1 + L * (4 * D + 2 * F) + classes) * D > 2**27:
+            raise ValueError("these sizes make more than 2**27 weights; choose a smaller model")
+        self.image_size, self.patch_size, self.channels, self.num_heads = size, p, C, H
+        self.patch = nn.Linear(C * p * p, D)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, D))
+        self.positions = nn.Parameter(0.02 * torch.randn(1, N + 1, D))
+        self.blocks = nn.ModuleList(
+            nn.TransformerEncoderLayer(D, H, F, dropout=0.0, activation="gelu", batch_first=True, norm_first=True)
+            for _ in range(L)
+        )
+        self.norm = nn.LayerNorm(D)
+        self.head = nn.Linear(D, classes)
+
+    def forward(self, images: torch.Tensor) -> torch.Tensor:
+        """Class logits (B, classes) for images (B, C, H, W)."""
+        _check_image_input(images, self, self.channels, "TinyViT")
+        B, C, H, W = images.shape
+        if H != self.image_size or W != self.image_size:
+            raise ValueError(f"TinyViT was built for {self.image_size}x{self.image_size} images; got {H}x{W}")
+        p = self.patch_size
+        patches = images.reshape(B, C, H // p, p, W // p, p).permute(0, 2, 4, 1, 3, 5)  # (B, rows, cols, C, p, p)
+        tokens = self.patch(patches.reshape(B, (H // p) * (W // p), C * p * p))  # (B, N, D)
+        z = torch.cat([self.cls_token.expand(B, -1, -1), tokens], dim=1) + self.positions  # (B, N + 1, D)
+        for block in self.blocks:
+            z = block(z)
+        return self.head(self.norm(z)[:, 0])

@@ -20,7 +20,7 @@ function with fresh copies of its arguments, and an answer that changes an
 argument in place fails with a message that says so.
 
 Each chapter's exercises are declared in a module of their own
-(``ch01_word_vectors`` to ``ch11_training``) as cases, a reference function and the
+(``ch01_word_vectors`` to ``ch12_vision_training``) as cases, a reference function and the
 known mistakes, each with the hint it earns; ``_framework`` runs them.
 """
 
@@ -38,6 +38,7 @@ from . import (
     ch09_decoding,
     ch10_backward,
     ch11_training,
+    ch12_vision_training,
 )
 from ._framework import CheckResult
 from .ch01_word_vectors import *  # noqa: F403
@@ -51,6 +52,7 @@ from .ch08_positions import *  # noqa: F403
 from .ch09_decoding import *  # noqa: F403
 from .ch10_backward import *  # noqa: F403
 from .ch11_training import *  # noqa: F403
+from .ch12_vision_training import *  # noqa: F403
 
 _CHAPTERS = (
     ch01_word_vectors,
@@ -64,6 +66,7 @@ _CHAPTERS = (
     ch09_decoding,
     ch10_backward,
     ch11_training,
+    ch12_vision_training,
 )
 
 __all__ = ["CheckResult", *(name for chapter in _CHAPTERS for name in chapter.__all__)]

@@ -12,10 +12,19 @@ import numpy as np
 
 from .._validation import as_array
 from ..encoder import EncoderParams
-from ..params import AttentionParams
+from ..params import AttentionParams, LayerNormParams
+from ..vit import ViTParams
+from .layout import linear_from_torch
 from .state_dict import attention_from_state_dict, encoder_from_state_dict
 
-__all__ = ["numpy_state_dict", "attention_params", "mha_weights", "encoder_params", "encoder_layer_config"]
+__all__ = [
+    "numpy_state_dict",
+    "attention_params",
+    "mha_weights",
+    "encoder_params",
+    "encoder_layer_config",
+    "tiny_vit_params",
+]
 
 
 def _require_module(module: Any, kind: str) -> Any:
@@ -163,3 +172,39 @@ def encoder_layer_config(layer: Any) -> dict[str, Any]:
         "activation": name,
         "eps": layer.norm1.eps,
     }
+
+
+def tiny_vit_params(module: Any) -> ViTParams:
+    """Every weight of a :class:`~selfattention.TinyViT` as a :class:`~selfattention.ViTParams`.
+
+    ``vit_forward(images, tiny_vit_params(m), m.num_heads)`` computes ``m(images)``
+    in NumPy (and also returns the attention weights).
+
+    Raises
+    ------
+    ValueError
+        If ``module`` is not a TinyViT, or a block is not pre-norm with exact GELU.
+
+    Notes
+    -----
+    See chapter 12.
+    """
+    from ..vision_modules import TinyViT
+
+    if not isinstance(module, TinyViT):
+        raise ValueError(f"expected a TinyViT; got {type(module).__name__}")
+    for i, block in enumerate(module.blocks):
+        config = encoder_layer_config(block)
+        if not config["norm_first"] or config["activation"] != "gelu":
+            raise ValueError(f"block {i} must be pre-norm with GELU, as vit_forward computes; got {config}")
+        _check_mha(block.self_attn)
+    state = numpy_state_dict(module)
+    return ViTParams(
+        patch=linear_from_torch(state["patch.weight"], state["patch.bias"]),
+        cls_token=state["cls_token"],
+        positions=state["positions"],
+        blocks=tuple(encoder_from_state_dict(state, f"blocks.{i}.") for i in range(len(module.blocks))),
+        final_norm=LayerNormParams(state["norm.weight"], state["norm.bias"]),
+        head=linear_from_torch(state["head.weight"], state["head.bias"]),
+        patch_size=module.patch_size,
+    )
