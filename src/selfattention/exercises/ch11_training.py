@@ -111,6 +111,13 @@ def _adam(
     return (param - lr * step, *((m_hat, v_hat) if return_hats else (m, v)))
 
 
+def _adam_abs(param, grad, m, v, t, lr, beta1, beta2, eps):
+    m = beta1 * m + (1 - beta1) * grad
+    v = beta2 * v + (1 - beta2) * np.abs(grad)
+    m_hat, v_hat = m / (1 - beta1**t), v / (1 - beta2**t)
+    return param - lr * m_hat / (np.sqrt(v_hat) + eps), m, v
+
+
 def _compare_adam(got: Any, expected: tuple[np.ndarray, ...]) -> str | None:
     if not isinstance(got, (tuple, list)) or len(got) != 3:
         return f"should return (param, m, v), the three updated arrays; got {type(got).__name__}"
@@ -146,6 +153,10 @@ ADAM_STEP = Exercise(
         Mistake(
             lambda *a: _adam(*a, eps_inside=True),
             "It matches sqrt(v_hat + eps); eps is added after the square root, sqrt(v_hat) + eps",
+        ),
+        Mistake(
+            lambda param, grad, *rest: _adam_abs(param, grad, *rest),
+            "It matches updating v with |g|; v is the running mean of the squared gradient, g**2",
         ),
     ),
 )
