@@ -13,7 +13,14 @@ from collections import defaultdict
 import pytest
 
 CHAPTER_BUDGET_SECONDS = 20  # per chapter, on the 2-core CI machine
+# Chapters whose issue sets another budget: chapter 12 trains three ViTs (issue 17 allows 25 s).
+BUDGET_EXCEPTIONS = {"12_vision_training.ipynb": 25}
 _chapter_seconds: dict[str, float] = defaultdict(float)
+
+
+def budget(path: str) -> float:
+    """The time budget of the chapter at ``path``, in seconds."""
+    return BUDGET_EXCEPTIONS.get(path.rsplit("/", 1)[-1], CHAPTER_BUDGET_SECONDS)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
@@ -23,7 +30,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def _over_budget() -> dict[str, float]:
-    return {path: s for path, s in _chapter_seconds.items() if s >= CHAPTER_BUDGET_SECONDS}
+    return {path: s for path, s in _chapter_seconds.items() if s >= budget(path)}
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -31,7 +38,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         return
     terminalreporter.section("chapter run times (nbval)")
     for path, seconds in sorted(_chapter_seconds.items()):
-        flag = f"  OVER THE {CHAPTER_BUDGET_SECONDS} s BUDGET" if seconds >= CHAPTER_BUDGET_SECONDS else ""
+        flag = f"  OVER THE {budget(path)} s BUDGET" if seconds >= budget(path) else ""
         terminalreporter.write_line(f"{path}: {seconds:.1f} s{flag}")
 
 

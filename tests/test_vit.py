@@ -142,7 +142,41 @@ BAD_INPUT = [
     (lambda: sa.blank_patches(_X, np.array([[0.5], [1.0]]), 2), r"patches must be a \(B, k\) integer array"),
     (lambda: sa.blank_patches(_X, np.array([[0]]), 2), r"the patches of each of the 2 images; got 1 rows"),
     (lambda: sa.blank_patches(_X[0], np.array([[0]]), 2), r"images must have shape \(B, C, H, W\)"),
+    (lambda: sa.load_digits_split(test_size=0.001), r"leaves 2 test and 1795 training images"),
+    (lambda: sa.load_digits_split(seed=2**32), r"seed must be below 2\*\*32"),
+    (lambda: sa.TinyViT(image_size=1024, patch_size=1, d_model=8, num_heads=2), r"more than 4,096"),
+    (lambda: sa.TinyViT()(torch.full((1, 1, 8, 8), float("nan"))), r"only finite numbers"),
+    (lambda: sa.tiny_vit_params(_modified("blocks", 0, _layer(activation="relu"))), r"block 0 must be pre-norm, GELU"),
+    (lambda: sa.tiny_vit_params(_modified("blocks", 1, _layer(norm_first=False))), r"block 1 must be pre-norm"),
+    (lambda: sa.tiny_vit_params(_modified("blocks", 0, _layer(nhead=2))), r"with 4 heads"),
+    (lambda: sa.tiny_vit_params(_modified("head", None, torch.nn.Linear(32, 10, bias=False))), r"head must be an nn"),
+    (lambda: sa.tiny_vit_params(_modified("norm", None, torch.nn.LayerNorm(32, eps=1e-6))), r"norm must be an nn"),
+    (lambda: dataclasses.replace(_PARAMS, patch_size=3), r"reads 4 values per patch, which is not channels"),
+    (lambda: sa.attention_rollout(_W * 1.01), r"found row sums from 1.01"),
 ]
+
+
+def _layer(**changes):
+    settings = dict(d_model=32, nhead=4, dim_feedforward=64, dropout=0.0, activation="gelu")
+    return torch.nn.TransformerEncoderLayer(**{**settings, "batch_first": True, "norm_first": True, **changes})
+
+
+def _modified(name, index, replacement):
+    model = sa.TinyViT()
+    if index is None:
+        setattr(model, name, replacement)
+    else:
+        getattr(model, name)[index] = replacement
+    return model
+
+
+def test_rollout_accepts_float16_and_bfloat16_weights():
+    weights = sa.softmax(RNG.normal(size=(2, 1, 3, 5, 5)))
+    half = torch.from_numpy(weights).to(torch.bfloat16)
+    np.testing.assert_allclose(
+        sa.attention_rollout(weights.astype(np.float16)), sa.attention_rollout(weights), atol=1e-2
+    )
+    np.testing.assert_allclose(sa.attention_rollout(half), sa.attention_rollout(weights), atol=2e-2)
 
 
 @pytest.mark.parametrize(("call", "message"), BAD_INPUT, ids=[m for _, m in BAD_INPUT])

@@ -249,6 +249,10 @@ class TinyViT(nn.Module):
         F = check_positive_int(dim_feedforward, "dim_feedforward", at_most=8192)
         classes = check_positive_int(num_classes, "num_classes", at_most=100_000)
         N = (size // p) ** 2
+        if N > 4096:
+            raise ValueError(
+                f"{size}x{size} images in {p}x{p} patches make {N:,} patches, more than 4,096; use larger patches"
+            )
         if (C * p * p + N + 1 + L * (4 * D + 2 * F) + classes) * D > 2**27:
             raise ValueError("these sizes make more than 2**27 weights; choose a smaller model")
         self.image_size, self.patch_size, self.channels, self.num_heads = size, p, C, H
@@ -265,6 +269,8 @@ class TinyViT(nn.Module):
     def forward(self, images: torch.Tensor) -> torch.Tensor:
         """Class logits (B, classes) for images (B, C, H, W)."""
         _check_image_input(images, self, self.channels, "TinyViT")
+        if not torch.isfinite(images).all():
+            raise ValueError("TinyViT's images must hold only finite numbers; got NaN or infinity")
         B, C, H, W = images.shape
         if H != self.image_size or W != self.image_size:
             raise ValueError(f"TinyViT was built for {self.image_size}x{self.image_size} images; got {H}x{W}")

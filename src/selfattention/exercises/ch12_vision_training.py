@@ -21,6 +21,8 @@ def _counts(image_size: int, patch_size: int, channels: int) -> tuple[int, int, 
 
 def _compare_counts(got: Any, expected: tuple[int, int, int]) -> str | None:
     names = ("num_patches", "num_tokens", "values_per_patch")
+    if isinstance(got, np.ndarray) and got.shape == (3,):
+        got = list(got)
     if not isinstance(got, (tuple, list)) or len(got) != 3:
         return f"should return three numbers {names}; got {type(got).__name__}"
     for name, value, want in zip(names, got, expected, strict=True):
@@ -83,6 +85,12 @@ def _first_layer_left(weights: np.ndarray) -> np.ndarray:
     return first @ second
 
 
+def _summed_heads(weights: np.ndarray) -> np.ndarray:
+    T = weights.shape[-1]
+    first, second = (0.5 * layer.sum(axis=0) + 0.5 * np.eye(T) for layer in weights)
+    return second @ first
+
+
 ROLLOUT = Exercise(
     name="attention rollout for two layers",
     chapter=12,
@@ -101,14 +109,10 @@ ROLLOUT = Exercise(
             "It matches leaving out the residual; mix each layer as 0.5 * A + 0.5 * I before multiplying",
         ),
         Mistake(
-            lambda w: (
-                (0.5 * w[1] + 0.5 * np.eye(w.shape[-1])).prod(axis=0) @ np.eye(w.shape[-1])
-                if w.shape[1] == 1
-                else (0.5 * w[1].sum(axis=0) + 0.5 * np.eye(w.shape[-1]))
-                @ (0.5 * w[0].sum(axis=0) + 0.5 * np.eye(w.shape[-1]))
-            ),
-            "It matches summing the heads; average them, so that each row still sums to 1",
+            lambda w: 0.5 * w[1].mean(axis=0) + 0.5 * np.eye(w.shape[-1]),
+            "It matches the last layer alone; rollout multiplies both layers' mixed weights, A2_hat @ A1_hat",
         ),
+        Mistake(_summed_heads, "It matches summing the heads; average them, so that each row still sums to 1"),
     ),
 )
 
@@ -127,7 +131,22 @@ def _attended_cases(rng: np.random.Generator) -> CaseList:
         cases.append((f"B={B}, N={N}, k={k}", (softmax(rng.normal(size=(B, N))), k)))
     tied = np.array([[0.25, 0.25, 0.1, 0.25, 0.15]])
     cases.append(("ties, k=3", (tied, 3)))
+    cases.append(("B=4, N=16, k=8", (softmax(rng.normal(scale=3.0, size=(4, 16))), 8)))  # the order matters here
     return cases
+
+
+def _compare_indices(got: Any, expected: np.ndarray) -> str | None:
+    answer = answer_array(got)
+    if answer is None:
+        return f"the patch indices should be an integer array; got {type(got).__name__}"
+    if answer.shape != expected.shape:
+        return f"the patch indices should have shape {expected.shape} (B, k); got {answer.shape}"
+    if answer.dtype.kind == "f" and not np.array_equal(answer, np.round(answer)):
+        return "the patch indices should be whole numbers (indices into the N patches)"
+    if not np.array_equal(answer.astype(np.int64), expected):
+        row = int(np.flatnonzero((answer.astype(np.int64) != expected).any(axis=1))[0])
+        return f"row {row} should be {expected[row].tolist()}; got {answer[row].astype(np.int64).tolist()}"
+    return None
 
 
 MOST_ATTENDED = Exercise(
@@ -136,7 +155,7 @@ MOST_ATTENDED = Exercise(
     number=3,
     cases=_attended_cases,
     reference=lambda w, k: np.argsort(-w, axis=1, kind="stable")[:, :k],
-    compare=compare_array("patch indices", "the answer holds indices"),
+    compare=_compare_indices,
     mistakes=(
         Mistake(
             lambda w, k: np.argsort(w, axis=1, kind="stable")[:, :k],
@@ -150,6 +169,11 @@ MOST_ATTENDED = Exercise(
         Mistake(
             lambda w, k: np.sort(np.argsort(-w, axis=1, kind="stable")[:, :k], axis=1),
             "It matches the right patches in index order; list the most attended first",
+        ),
+        Mistake(
+            lambda w, k: np.argsort(w, axis=1, kind="stable")[:, w.shape[1] - k :],
+            "It matches the last k of an ascending sort: the right patches, least attended first; "
+            "reverse them, or sort -weights",
         ),
     ),
     float32=False,

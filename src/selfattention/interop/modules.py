@@ -189,15 +189,30 @@ def tiny_vit_params(module: Any) -> ViTParams:
     -----
     See chapter 12.
     """
+    import torch
+
     from ..vision_modules import TinyViT
 
     if not isinstance(module, TinyViT):
         raise ValueError(f"expected a TinyViT; got {type(module).__name__}")
     for i, block in enumerate(module.blocks):
+        if not isinstance(block, torch.nn.TransformerEncoderLayer):
+            raise ValueError(f"block {i} must be an nn.TransformerEncoderLayer; got {type(block).__name__}")
         config = encoder_layer_config(block)
-        if not config["norm_first"] or config["activation"] != "gelu":
-            raise ValueError(f"block {i} must be pre-norm with GELU, as vit_forward computes; got {config}")
+        expected = {"norm_first": True, "activation": "gelu", "num_heads": module.num_heads, "eps": 1e-5}
+        if {key: config[key] for key in expected} != expected or not block.self_attn.batch_first:
+            raise ValueError(
+                f"block {i} must be pre-norm, GELU, batch_first, with {module.num_heads} heads and LayerNorm eps 1e-5, "
+                f"as vit_forward computes; got {config}, batch_first={block.self_attn.batch_first}"
+            )
         _check_mha(block.self_attn)
+    for name in ("patch", "head"):
+        layer = getattr(module, name)
+        if not isinstance(layer, torch.nn.Linear) or layer.bias is None:
+            raise ValueError(f"{name} must be an nn.Linear with a bias; got {layer!r}")
+    norm = module.norm
+    if not isinstance(norm, torch.nn.LayerNorm) or not norm.elementwise_affine or norm.bias is None or norm.eps != 1e-5:
+        raise ValueError(f"norm must be an nn.LayerNorm with weight, bias and eps 1e-5; got {norm!r}")
     state = numpy_state_dict(module)
     return ViTParams(
         patch=linear_from_torch(state["patch.weight"], state["patch.bias"]),

@@ -510,6 +510,8 @@ def plot_learning_curves(
     *,
     title: str = "Training",
     chance: float | None = None,
+    xlabel: str = "step",
+    accuracy_label: str = "held-out token accuracy (%)",
 ) -> Figure:
     r"""The training loss and the held-out accuracy against the step, one line per run.
 
@@ -523,6 +525,9 @@ def plot_learning_curves(
         The figure title.
     chance : float, optional
         The loss of guessing uniformly (:math:`\log V`), drawn as a dotted line.
+    xlabel, accuracy_label : str
+        The x-axis label of both panels ("epoch" for chapter 12), and the
+        accuracy panel's y-axis label.
 
     Returns
     -------
@@ -538,7 +543,7 @@ def plot_learning_curves(
 
     Notes
     -----
-    See chapter 11.
+    See chapters 11 and 12.
     """
     if not isinstance(runs, Mapping) or not runs:
         raise ValueError(
@@ -546,6 +551,8 @@ def plot_learning_curves(
             f"got {type(runs).__name__}"
         )
     check_text(title, "title")
+    check_text(xlabel, "xlabel")
+    check_text(accuracy_label, "accuracy_label")
     if chance is not None:
         chance = check_real_scalar(chance, "chance", positive=True)
     curves = {}
@@ -575,8 +582,8 @@ def plot_learning_curves(
         ax_acc.plot(step, 100 * accuracy, label=label)
     if chance is not None:
         ax_loss.axhline(chance, color="grey", linestyle=":", label=f"guessing (log V = {chance:.2f})")
-    ax_loss.set(yscale="log", xlabel="step", ylabel="training loss", title="loss")
-    ax_acc.set(xlabel="step", ylabel="held-out token accuracy (%)", title="accuracy", ylim=(0, 102))
+    ax_loss.set(yscale="log", xlabel=xlabel, ylabel="training loss", title="loss")
+    ax_acc.set(xlabel=xlabel, ylabel=accuracy_label, title="accuracy", ylim=(0, 102))
     ax_loss.legend(fontsize="small")
     ax_acc.legend(fontsize="small")
     fig.suptitle(title)
