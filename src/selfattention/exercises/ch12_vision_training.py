@@ -113,6 +113,17 @@ ROLLOUT = Exercise(
             "It matches the last layer alone; rollout multiplies both layers' mixed weights, A2_hat @ A1_hat",
         ),
         Mistake(_summed_heads, "It matches summing the heads; average them, so that each row still sums to 1"),
+        Mistake(
+            lambda w: (w[1].mean(axis=0) + np.eye(w.shape[-1])) @ (w[0].mean(axis=0) + np.eye(w.shape[-1])),
+            "It matches A + I without the halves; mix as 0.5 * A + 0.5 * I so that each row still sums to 1",
+        ),
+        Mistake(
+            lambda w: (
+                (0.5 * w[1].max(axis=0) + 0.5 * np.eye(w.shape[-1]))
+                @ (0.5 * w[0].max(axis=0) + 0.5 * np.eye(w.shape[-1]))
+            ),
+            "It matches taking the largest weight over the heads; average the heads (mean over axis 0)",
+        ),
     ),
 )
 
