@@ -40,11 +40,28 @@ from .encoder import layer_norm
 from .multihead import merge_heads, multihead_attention, split_heads
 from .params import AttentionParams, LayerNormParams, Linear, _Container, _set, project_qkv
 from .positions import add_positions
-from .training import embedding, embedding_backward
+from .training import _token_ids, embedding, embedding_backward
 
 __all__ = ["TinyEncoder"]
 
 EditWeights = Callable[[int, np.ndarray], np.ndarray]
+
+
+def _check_sizes(vocab_size: Any, length: Any, d_model: Any, num_heads: Any, num_layers: Any) -> tuple[int, ...]:
+    """``(V, T, D, H, N)`` checked: positive integers, H dividing D, at most 2**27 weights.
+
+    Shared by :meth:`TinyEncoder.random` and :class:`~selfattention.TinyEncoderModule`.
+    """
+    V = check_positive_int(vocab_size, "vocab_size", at_most=2**20)
+    T = check_positive_int(length, "length", at_most=2**16)
+    D = check_positive_int(d_model, "d_model", at_most=2**12)
+    H = check_positive_int(num_heads, "num_heads")
+    N = check_positive_int(num_layers, "num_layers", at_most=64)
+    if D % H:
+        raise ValueError(f"d_model={D} must be a multiple of num_heads={H}")
+    if (V + T + 4 * N * D + V) * D > 2**27:
+        raise ValueError("these sizes make more than 2**27 weights; choose a smaller model")
+    return V, T, D, H, N
 
 
 @dataclass(frozen=True)
@@ -167,16 +184,8 @@ class TinyEncoder(_Container):
             The scores' factor; None for :math:`1/\\sqrt{D_h}`.
         seed : int, default 0
         """
-        V = check_positive_int(vocab_size, "vocab_size", at_most=2**20)
-        T = check_positive_int(length, "length", at_most=2**16)
-        D = check_positive_int(d_model, "d_model", at_most=2**12)
-        H = check_positive_int(num_heads, "num_heads")
-        N = check_positive_int(num_layers, "num_layers", at_most=64)
+        V, T, D, H, N = _check_sizes(vocab_size, length, d_model, num_heads, num_layers)
         positions = check_bool(positions, "positions")
-        if D % H:
-            raise ValueError(f"d_model={D} must be a multiple of num_heads={H}")
-        if (V + T + 4 * N * D + V) * D > 2**27:
-            raise ValueError("these sizes make more than 2**27 weights; choose a smaller model")
         rng = np.random.default_rng(check_nonnegative_int(seed, "seed"))
 
         def linear(d_in: int, d_out: int) -> Linear:
@@ -218,14 +227,13 @@ class TinyEncoder(_Container):
                 f"ids must be integer token ids of shape (T,) or (B, T) with B, T >= 1; "
                 f"got shape {ids.shape}, dtype {ids.dtype}"
             )
+        ids = _token_ids(ids, self.vocab_size, "ids", "token ids")
         weights = ids.size * ids.shape[-1] * self.num_heads  # B * T * T * H attention weights per layer
         if weights > 2**27:
             raise ValueError(
                 f"ids of shape {ids.shape} need {weights:,} attention weights per layer, more than {2**27:,}; "
                 "pass fewer or shorter sequences at a time"
             )
-        if ids.min() < 0 or ids.max() >= self.vocab_size:
-            raise ValueError(f"ids must lie in 0 … {self.vocab_size - 1}; got values from {ids.min()} to {ids.max()}")
         if self.positions is not None and ids.shape[-1] > self.positions.shape[0]:
             raise ValueError(f"ids has {ids.shape[-1]} tokens but the position table covers {self.positions.shape[0]}")
         return ids

@@ -14,7 +14,8 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 
-from ._validation import check_bool, check_positive_int
+from ._validation import check_bool
+from .tiny_encoder import _check_sizes
 
 __all__ = ["TinyEncoderModule"]
 
@@ -43,15 +44,7 @@ class TinyEncoderModule(nn.Module):
         self, vocab_size: int, length: int, d_model: int, num_heads: int, num_layers: int = 1, positions: bool = True
     ) -> None:
         super().__init__()
-        V = check_positive_int(vocab_size, "vocab_size", at_most=2**20)
-        T = check_positive_int(length, "length", at_most=2**16)
-        D = check_positive_int(d_model, "d_model", at_most=2**12)
-        H = check_positive_int(num_heads, "num_heads")
-        N = check_positive_int(num_layers, "num_layers", at_most=64)
-        if D % H:
-            raise ValueError(f"d_model={D} must be a multiple of num_heads={H}")
-        if (V + T + 4 * N * D + V) * D > 2**27:
-            raise ValueError("these sizes make more than 2**27 weights; choose a smaller model")
+        V, T, D, H, N = _check_sizes(vocab_size, length, d_model, num_heads, num_layers)
         self.num_heads = H
         self.embedding = nn.Embedding(V, D)
         self.positions = nn.Parameter(torch.randn(T, D)) if check_bool(positions, "positions") else None
