@@ -87,6 +87,28 @@ def test_encoder_block_with_unbatched_input_and_a_boolean_mask():
     np.testing.assert_allclose(got, expected.numpy(), rtol=1e-10, atol=1e-10)
 
 
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_block_returns_the_weights_its_attention_used(norm_first):
+    layer = _layer(norm_first=norm_first, seed=4)
+    params = EncoderParams.from_torch(layer)
+    x = np.random.default_rng(5).normal(size=(2, 5, 16))
+    keep = np.array([[True] * 5, [True] * 3 + [False] * 2])[:, None, None, :]  # (B, 1, 1, S): key padding
+    y, weights = encoder_block(x, params, 4, mask=keep, norm_first=norm_first, return_weights=True)
+    np.testing.assert_array_equal(y, encoder_block(x, params, 4, mask=keep, norm_first=norm_first))
+    h = layer_norm(x, params.norm1.weight, params.norm1.bias) if norm_first else x  # what the attention read
+    with torch.no_grad():
+        _, expected = layer.self_attn(
+            *[torch.from_numpy(h)] * 3,
+            key_padding_mask=torch.from_numpy(~keep[:, 0, 0]),
+            need_weights=True,
+            average_attn_weights=False,
+        )
+    assert weights.shape == (2, 4, 5, 5)
+    np.testing.assert_allclose(weights, expected.numpy(), rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="return_weights must be"):
+        encoder_block(x, params, 4, return_weights=1)
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("num_layers", [1, 3])
 @pytest.mark.parametrize("norm_first", [False, True])

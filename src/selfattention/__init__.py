@@ -25,7 +25,7 @@ is the one place that converts.
 The modules, in teaching order: ``scores`` (softmax), ``masks``, ``params``
 (weight containers), ``attention``, ``multihead``, ``encoder``, ``vision``,
 ``efficient``, ``positions``, ``decoding``, ``backward``, ``training``,
-``tiny_encoder``, ``vit``; then ``interop`` (reading PyTorch), ``plotting``,
+``tiny_encoder``, ``vit``, ``pretrained``; then ``interop`` (reading PyTorch), ``plotting``,
 ``exercises`` (the checkers), ``testing`` and ``measure`` (helpers for the
 tests, chapters and benchmarks).
 
@@ -52,6 +52,7 @@ from . import (
     params,
     plotting,
     positions,
+    pretrained,
     scores,
     tiny_encoder,
     training,
@@ -69,6 +70,7 @@ from .multihead import *  # noqa: F403
 from .params import *  # noqa: F403
 from .plotting import *  # noqa: F403
 from .positions import *  # noqa: F403
+from .pretrained import *  # noqa: F403
 from .scores import *  # noqa: F403
 from .tiny_encoder import *  # noqa: F403
 from .training import *  # noqa: F403
@@ -100,6 +102,7 @@ __all__ = [
     *tiny_encoder.__all__,
     *_LAZY["tiny_encoder_torch"],
     *vit.__all__,
+    *pretrained.__all__,
     *interop.__all__,
     *plotting.__all__,
 ]

@@ -286,7 +286,9 @@ def encoder_block(
     norm_first: bool = False,
     activation: str = "relu",
     eps: float = 1e-5,
-) -> np.ndarray:
+    *,
+    return_weights: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
     r"""One transformer encoder block, as ``nn.TransformerEncoderLayer`` computes it.
 
     Post-norm (the default, as in the original transformer):
@@ -322,10 +324,15 @@ def encoder_block(
         The feed-forward nonlinearity.
     eps : float, default 1e-5
         LayerNorm's epsilon.
+    return_weights : bool, default False
+        Also return the attention weights, one ``(T, S)`` map per head.
+        Chapter 13 reads a pretrained model's heads this way.
 
     Returns
     -------
-    numpy.ndarray, shape (..., T, D)
+    y : numpy.ndarray, shape (..., T, D)
+    weights : numpy.ndarray, shape (..., H, T, S)
+        Only with ``return_weights=True``.
 
     Raises
     ------
@@ -343,14 +350,18 @@ def encoder_block(
         hint = "; pass one block's EncoderParams (encoder_stack takes a list)" if isinstance(params, list) else ""
         raise ValueError(f"params must be an EncoderParams; got {type(params).__name__}{hint}")
     norm_first = check_bool(norm_first, "norm_first")
+    return_weights = check_bool(return_weights, "return_weights")
     x = as_float_array(x, "x")
     check_min_ndim(x, "x", 2, "(..., T, D)")
     if x.shape[-1] != params.d_model:
         raise ValueError(f"x has width D={x.shape[-1]} but the parameters are for D={params.d_model}")
     p = params
+    kept: list[np.ndarray] = []
 
     def attention(h: np.ndarray) -> np.ndarray:
-        return multihead_attention(h, p.attention, num_heads=num_heads, mask=mask)[0]  # (..., T, D)
+        out, weights = multihead_attention(h, p.attention, num_heads=num_heads, mask=mask)  # (..., T, D)
+        kept.append(weights)  # (..., H, T, S)
+        return out
 
     def norm(h: np.ndarray, which: LayerNormParams) -> np.ndarray:
         return layer_norm(h, which.weight, which.bias, eps)
@@ -361,7 +372,7 @@ def encoder_block(
     else:
         x = norm(x + attention(x), p.norm1)
         x = norm(x + feed_forward(x, p.feed_forward, activation), p.norm2)
-    return x
+    return (x, kept[0]) if return_weights else x
 
 
 def encoder_stack(

@@ -17,6 +17,7 @@ import numpy as np
 from .._validation import as_float_array, check_all_finite
 from ..encoder import EncoderParams
 from ..params import AttentionParams, FeedForwardParams, LayerNormParams, Linear
+from ..pretrained import BertEmbeddings
 from ..tiny_encoder import TinyEncoder
 from ..vision import ConvAttentionParams, PatchAttentionParams
 from .layout import linear_from_torch, linear_to_torch
@@ -29,6 +30,8 @@ __all__ = [
     "t2t_attention_from_state_dict",
     "tiny_encoder_from_state_dict",
     "tiny_encoder_state_dict",
+    "bert_embeddings_from_state_dict",
+    "bert_layer_from_state_dict",
 ]
 
 
@@ -322,3 +325,78 @@ def tiny_encoder_state_dict(model: TinyEncoder) -> dict[str, np.ndarray]:
     if head_bias is not None:
         state["head.bias"] = head_bias
     return state
+
+
+def bert_embeddings_from_state_dict(state: Mapping[str, Any], prefix: str = "embeddings.") -> BertEmbeddings:
+    """A Hugging Face ``BertModel``'s input layer: ``word_embeddings``, ``position_embeddings``,
+    ``token_type_embeddings`` and ``LayerNorm``.
+
+    The tables are lookups, stored ``(rows, D)`` as the package keeps them: no transpose.
+
+    Raises
+    ------
+    ValueError
+        If ``state`` is not a mapping, lacks a table or the shapes disagree.
+
+    Notes
+    -----
+    See chapter 13.
+    """
+    if not isinstance(prefix, str):
+        raise ValueError(f"prefix must be a string such as 'embeddings.'; got {type(prefix).__name__}")
+    tables = ("word_embeddings", "position_embeddings", "token_type_embeddings")
+    names = [f"{prefix}{t}.weight" for t in tables] + [f"{prefix}LayerNorm.weight"]
+    a = _arrays(state, names, [f"{prefix}LayerNorm.bias"], "BertEmbeddings")
+    word, position, token_type = (a[f"{prefix}{t}.weight"] for t in tables)
+    norm = LayerNormParams(a[f"{prefix}LayerNorm.weight"], a[f"{prefix}LayerNorm.bias"])
+    return BertEmbeddings(word=word, position=position, token_type=token_type, norm=norm)
+
+
+def bert_layer_from_state_dict(state: Mapping[str, Any], prefix: str = "encoder.layer.0.") -> EncoderParams:
+    """One Hugging Face ``BertLayer`` as the post-norm :class:`~selfattention.EncoderParams` of chapter 5.
+
+    BERT names the same block differently from ``nn.TransformerEncoderLayer``:
+
+    =====================================  ===========================
+    BERT                                   EncoderParams
+    =====================================  ===========================
+    ``attention.self.query/key/value``     ``attention.q/k/v``
+    ``attention.output.dense``             ``attention.out``
+    ``attention.output.LayerNorm``         ``norm1``
+    ``intermediate.dense``                 ``feed_forward.up``
+    ``output.dense``                       ``feed_forward.down``
+    ``output.LayerNorm``                   ``norm2``
+    =====================================  ===========================
+
+    Every ``nn.Linear`` weight is transposed into the ``x @ w`` layout.
+
+    Raises
+    ------
+    ValueError
+        If ``state`` is not a mapping, lacks a weight or has the wrong shapes.
+
+    Notes
+    -----
+    See chapter 13.
+    """
+    if not isinstance(prefix, str):
+        raise ValueError(f"prefix must be a string such as 'encoder.layer.0.'; got {type(prefix).__name__}")
+    linears = {
+        "q": "attention.self.query",
+        "k": "attention.self.key",
+        "v": "attention.self.value",
+        "out": "attention.output.dense",
+        "up": "intermediate.dense",
+        "down": "output.dense",
+    }
+    norms = {"norm1": "attention.output.LayerNorm", "norm2": "output.LayerNorm"}
+    modules = [*linears.values(), *norms.values()]
+    a = _arrays(state, [f"{prefix}{m}.weight" for m in modules], [f"{prefix}{m}.bias" for m in modules], "BertLayer")
+    lin = {key: _linear(a, f"{prefix}{m}.weight", f"{prefix}{m}.bias") for key, m in linears.items()}
+    ln = {key: LayerNormParams(a[f"{prefix}{m}.weight"], a[f"{prefix}{m}.bias"]) for key, m in norms.items()}
+    return EncoderParams(
+        attention=AttentionParams(lin["q"], lin["k"], lin["v"], lin["out"]),
+        feed_forward=FeedForwardParams(lin["up"], lin["down"]),
+        norm1=ln["norm1"],
+        norm2=ln["norm2"],
+    )
