@@ -43,7 +43,7 @@ def test_importing_the_plotting_package_does_not_load_matplotlib():
 
 def test_all_is_the_submodules_lists_and_reaches_the_top_level():
     assert sa.plotting.__all__ == [*views.__all__, *diagrams.__all__]
-    assert len(set(sa.plotting.__all__)) == 11
+    assert len(set(sa.plotting.__all__)) == 13
     for name in sa.plotting.__all__:
         assert getattr(sa, name) is getattr(sa.plotting, name)
 
@@ -242,5 +242,65 @@ ERROR_CASES = [
 
 @pytest.mark.parametrize(("call", "message"), ERROR_CASES)
 def test_plotting_errors(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_plot_attention_heads_writes_token_labels_on_square_maps():
+    weights = np.full((2, 3, 3), 1 / 3)
+    fig = plot_attention_heads(weights, labels=["[CLS]", "hi", "[SEP]"], ncols=2)
+    first, second = fig.axes[:2]
+    assert [t.get_text() for t in first.get_xticklabels()] == ["[CLS]", "hi", "[SEP]"]
+    assert [t.get_text() for t in first.get_yticklabels()] == ["[CLS]", "hi", "[SEP]"]
+    assert [t.get_text() for t in second.get_yticklabels()] == ["", "", ""]  # shared rows: named once
+    with pytest.raises(ValueError, match=r"labels name the tokens of a square \(H, T, T\) map"):
+        plot_attention_heads(np.full((2, 3, 4), 0.25), labels=["a", "b", "c"])
+    with pytest.raises(ValueError, match="labels"):
+        plot_attention_heads(weights, labels=["a", "b"])
+
+
+def test_plot_similarity_annotates_every_cell():
+    similarity = np.array([[1.0, 0.25, -0.1], [0.25, 1.0, 0.5], [-0.1, 0.5, 1.0]])
+    ax = sa.plot_similarity(similarity, ["a", "b", "c"], title="three")
+    assert ax.get_title() == "three"
+    assert sorted(t.get_text() for t in ax.texts) == sorted(format(v, ".2f") for v in similarity.ravel())
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b", "c"]
+    assert ax.images[0].get_clim() == (-0.1, 1.0)
+
+
+def test_plot_head_scores_one_panel_per_pattern_with_marks():
+    scores = np.random.default_rng(0).uniform(size=(3, 6, 12))
+    fig = sa.plot_head_scores(scores, ["prev", "next", "[CLS]"], marks=[(0, 2), (1, 8)], title="heads")
+    panels = [ax for ax in fig.axes if ax.images]
+    assert [ax.get_title() for ax in panels] == ["prev", "next", "[CLS]"]
+    assert all(len(ax.patches) == 2 for ax in panels)
+    assert all(ax.images[0].get_clim() == (0, 1) for ax in panels)
+    assert fig.get_suptitle() == "heads"
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: sa.plot_similarity(np.eye(3)[:2], ["a", "b"]), r"square \(N, N\) matrix; got shape \(2, 3\)"),
+        (lambda: sa.plot_similarity(2 * np.eye(2), ["a", "b"]), r"must lie in \[-1, 1\]"),
+        (lambda: sa.plot_similarity(np.eye(2), None), "labels must name the 2 rows"),
+        (lambda: sa.plot_similarity(np.eye(2), ["a"]), "labels"),
+        (lambda: sa.plot_similarity(np.eye(2), ["a", "b"], cmap="nope"), "cmap must be the name"),
+        (lambda: sa.plot_similarity([[np.nan]], ["a"]), "similarity"),
+        (lambda: sa.plot_head_scores(np.ones((2, 3)), ["a", "b"]), "3-D"),
+        (lambda: sa.plot_head_scores(np.full((1, 2, 2), 1.5), ["a"]), r"in \[0, 1\]; got 1.5"),
+        (lambda: sa.plot_head_scores(np.ones((2, 2, 2)), ["a"]), "names"),
+        (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), None), "names must name the 1 patterns"),
+        (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), [3]), "each name"),
+        (
+            lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], marks=[(2, 0)]),
+            r"inside the 2 x 2 grid; got \(2, 0\)",
+        ),
+        (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], marks=[(0, True)]), "inside the 2 x 2 grid"),
+        (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], marks=[1]), r"\(layer, head\) pair"),
+        (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], marks="ab"), "marks must be a sequence"),
+    ],
+)
+def test_chapter_13_plots_reject_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
         call()

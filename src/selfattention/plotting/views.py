@@ -51,6 +51,8 @@ __all__ = [
     "plot_attention_overlay",
     "plot_position_table",
     "plot_learning_curves",
+    "plot_similarity",
+    "plot_head_scores",
 ]
 
 # Up to this many rows and columns, the weights are written into the cells.
@@ -253,6 +255,7 @@ def plot_attention_heads(
     title: str = "Attention weights per head",
     titles: Sequence[str] | None = None,
     cmap: str = "viridis",
+    labels: Sequence[str] | None = None,
 ) -> Figure:
     """One heatmap per head, on a shared colour scale.
 
@@ -269,6 +272,9 @@ def plot_attention_heads(
         One title per panel; defaults to ``"head 0"``, ``"head 1"``, ...
     cmap : str
         A matplotlib colour map name.
+    labels : sequence of str, optional
+        The tokens of a self-attention map (T = S), written on both axes of
+        every panel (chapter 13's word pieces).
 
     Returns
     -------
@@ -280,13 +286,19 @@ def plot_attention_heads(
     ValueError
         If ``weights`` is not a non-empty 3-D array of finite numbers,
         ``ncols`` is not a positive integer, ``title`` is not a string, or
-        ``titles`` is not one string per panel.
+        ``titles`` is not one string per panel, or ``labels`` is given for a
+        map that is not square or is not one string per token.
 
     Notes
     -----
-    See chapter 4 (each head's weights side by side).
+    See chapter 4 (each head's weights side by side) and chapter 13 (a
+    pretrained model's heads).
     """
     weights = as_plottable(weights, "weights", 3, "a 3-D (H, T, S) array")
+    if labels is not None:
+        if weights.shape[1] != weights.shape[2]:
+            raise ValueError(f"labels name the tokens of a square (H, T, T) map; got weights of shape {weights.shape}")
+        check_labels(labels, weights.shape[1], "labels", "tokens (T)")
     ncols = check_positive_int(ncols, "ncols")
     check_text(title, "title")
     H = weights.shape[0]
@@ -296,12 +308,17 @@ def plot_attention_heads(
         check_text(panel_title, f"titles[{h}]")
     ncols = min(ncols, H)
     nrows = -(-H // ncols)
-    fig, axes = pyplot().subplots(nrows, ncols, figsize=(2.6 * ncols + 1.0, 2.6 * nrows + 0.4), squeeze=False)
+    side = 2.6 if labels is None else 3.2  # room for the token names
+    fig, axes = pyplot().subplots(nrows, ncols, figsize=(side * ncols + 1.0, side * nrows + 0.4), squeeze=False)
     scale = weight_scale(weights, cmap)  # one scale for all panels
     for h, ax in enumerate(axes.flat[:H]):
         bottom = h + ncols >= H  # no panel below: label the keys here (a label above would hit a title)
         xlabel = "key" if bottom else None
         image = heatmap(ax, weights[h], title=titles[h], xlabel=xlabel, ylabel=None if h % ncols else "query", **scale)
+        if labels is not None:
+            T = weights.shape[1]
+            ax.set_xticks(range(T), labels=list(labels), rotation=90, fontsize=7)
+            ax.set_yticks(range(T), labels=list(labels) if h % ncols == 0 else [""] * T, fontsize=7)
     for ax in axes.flat[H:]:
         ax.set_visible(False)
     fig.colorbar(image, ax=axes.ravel().tolist(), label="attention weight", shrink=0.8)
@@ -588,4 +605,137 @@ def plot_learning_curves(
     ax_acc.legend(fontsize="small")
     fig.suptitle(title)
     fig.tight_layout()
+    return fig
+
+
+def plot_similarity(
+    similarity: ArrayLike,
+    labels: Sequence[str],
+    *,
+    ax: Axes | None = None,
+    title: str = "Cosine similarity",
+    cmap: str = "magma",
+) -> Axes:
+    """Heatmap of an ``(N, N)`` similarity matrix, each cell annotated, rows and columns labelled.
+
+    Parameters
+    ----------
+    similarity : array_like, shape (N, N)
+        Values in [-1, 1], e.g. ``e @ e.T`` for unit sentence embeddings ``e``.
+    labels : sequence of str
+        One short name per row (and column).
+    ax : matplotlib.axes.Axes, optional
+        Where to draw; a new figure is made if omitted.
+    title : str
+        The axes title.
+    cmap : str
+        A matplotlib colour map name.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        If ``similarity`` is not a square matrix of finite numbers in
+        [-1, 1] (a little rounding allowed), ``labels`` is not one string per
+        row, or another argument has the wrong type.
+
+    Notes
+    -----
+    See chapter 13.
+    """
+    similarity = as_plottable(similarity, "similarity", 2, "a square (N, N) matrix")
+    N = similarity.shape[0]
+    if similarity.shape != (N, N):
+        raise ValueError(f"similarity must be a square (N, N) matrix; got shape {similarity.shape}")
+    if np.abs(similarity).max() > 1 + 1e-3:
+        raise ValueError(
+            f"similarity must lie in [-1, 1] (cosines of unit vectors); got values up to {np.abs(similarity).max():.3g}"
+        )
+    if labels is None:
+        raise ValueError(f"labels must name the {N} rows; got None")
+    check_labels(labels, N, "labels", "rows (N)")
+    check_text(title, "title")
+    cmap = check_cmap(cmap)
+    ax = axes_for(ax, (2.4 + 0.75 * N, 1.2 + 0.6 * N))
+    low = min(0.0, float(similarity.min()))
+    heatmap(ax, similarity, title=title, colorbar="cosine similarity", annotate=".2f", cmap=cmap, vmin=low, vmax=1.0)
+    ax.set_xticks(range(N), labels=list(labels), rotation=45, ha="right")
+    ax.set_yticks(range(N), labels=list(labels))
+    return ax
+
+
+def plot_head_scores(
+    scores: ArrayLike,
+    names: Sequence[str],
+    *,
+    marks: Sequence[tuple[int, int]] = (),
+    title: str = "What each head attends to",
+    cmap: str = "viridis",
+) -> Figure:
+    """One ``(layers, heads)`` grid per attention pattern: how much weight each head puts there.
+
+    Parameters
+    ----------
+    scores : array_like, shape (P, L, H)
+        For pattern p, the mean weight head h of layer l puts on it, in [0, 1].
+    names : sequence of str
+        The P pattern names ("previous token", "[CLS]", ...), one panel each.
+    marks : sequence of (layer, head), optional
+        Heads to outline in every panel (those the text discusses).
+    title : str
+        The figure title.
+    cmap : str
+        A matplotlib colour map name.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        P panels side by side on one colour scale from 0 to 1, one colour bar.
+
+    Raises
+    ------
+    ValueError
+        If ``scores`` is not a 3-D array of numbers in [0, 1], ``names`` is not
+        one string per pattern, a mark is not a (layer, head) pair inside the
+        grid, or another argument has the wrong type.
+
+    Notes
+    -----
+    See chapter 13.
+    """
+    scores = as_plottable(scores, "scores", 3, "a 3-D (patterns, layers, heads) array")
+    P, L, H = scores.shape
+    if scores.min() < -1e-6 or scores.max() > 1 + 1e-6:
+        raise ValueError(
+            f"scores must be mean attention weights in [0, 1]; got {scores.min():.3g} … {scores.max():.3g}"
+        )
+    if names is None:
+        raise ValueError(f"names must name the {P} patterns; got None")
+    check_labels(names, P, "names", "patterns (P)")
+    for name in names:
+        check_text(name, "each name")
+    if isinstance(marks, (str, bytes)) or not isinstance(marks, Sequence):
+        raise ValueError(f"marks must be a sequence of (layer, head) pairs; got {type(marks).__name__}")
+    pairs = [check_pair(mark, "each mark", "(layer, head)") for mark in marks]
+    for layer, head in pairs:
+        if not (is_index(layer, L) and is_index(head, H)):
+            raise ValueError(f"each mark must be a (layer, head) inside the {L} x {H} grid; got ({layer!r}, {head!r})")
+    check_text(title, "title")
+    cmap = check_cmap(cmap)
+    fig, axes = pyplot().subplots(1, P, figsize=(2.2 * P + 1.2, 0.3 * L + 1.6), squeeze=False)
+    for p, ax in enumerate(axes[0]):
+        image = heatmap(
+            ax, scores[p], title=names[p], xlabel="head", ylabel=None if p else "layer", cmap=cmap, vmin=0, vmax=1
+        )
+        ax.set_xticks(range(0, H, max(1, H // 4)))
+        ax.set_yticks(range(L))
+        for layer, head in pairs:
+            ax.add_patch(
+                pyplot().Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.5)
+            )
+    fig.colorbar(image, ax=axes.ravel().tolist(), label="mean attention weight", shrink=0.9)
+    fig.suptitle(title)
     return fig
