@@ -20,7 +20,7 @@ function with fresh copies of its arguments, and an answer that changes an
 argument in place fails with a message that says so.
 
 Each chapter's exercises are declared in a module of their own
-(``ch01_word_vectors`` to ``ch12_vision_training``) as cases, a reference function and the
+(``ch01_word_vectors`` to ``ch13_pretrained``) as cases, a reference function and the
 known mistakes, each with the hint it earns; ``_framework`` runs them.
 """
 
@@ -39,6 +39,7 @@ from . import (
     ch10_backward,
     ch11_training,
     ch12_vision_training,
+    ch13_pretrained,
 )
 from ._framework import CheckResult
 from .ch01_word_vectors import *  # noqa: F403
@@ -53,6 +54,7 @@ from .ch09_decoding import *  # noqa: F403
 from .ch10_backward import *  # noqa: F403
 from .ch11_training import *  # noqa: F403
 from .ch12_vision_training import *  # noqa: F403
+from .ch13_pretrained import *  # noqa: F403
 
 _CHAPTERS = (
     ch01_word_vectors,
@@ -67,6 +69,7 @@ _CHAPTERS = (
     ch10_backward,
     ch11_training,
     ch12_vision_training,
+    ch13_pretrained,
 )
 
 __all__ = ["CheckResult", *(name for chapter in _CHAPTERS for name in chapter.__all__)]
