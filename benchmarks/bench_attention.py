@@ -10,7 +10,8 @@ time and torch's causal SDPA; and one generated token of a small decoder at a
 context of 1024, with and without a KV cache. And the backward pass
 (chapter 10): the plain NumPy backward against torch autograd's backward of
 SDPA at B*H = 32, T = 1024, and the memory-efficient backward against the
-plain one at B*H = 8, T = 4096.
+plain one at B*H = 8, T = 4096. And all-MiniLM-L6-v2 (chapter 13): its NumPy
+forward against transformers' BertModel on 8 sentences of about 16 tokens.
 
 --sections chooses what to run (default: all); a partial run keeps the other
 sections of --base (default: the recorded run shipped with the package), so
@@ -65,7 +66,18 @@ DECODER = {
 }
 DECODE_CONTEXT = 1024
 BACKWARD = {"torch_sequences": 32, "torch_T": 1024, "efficient_sequences": 8, "efficient_T": 4096}
-SECTIONS = ("attention", "causal", "decoding", "backward")
+# Chapter 13: all-MiniLM-L6-v2's forward in NumPy against transformers' BertModel, on these sentences
+MINILM_SENTENCES = (
+    "The quick brown fox jumps over the lazy dog near the quiet river bank.",
+    "Self-attention lets every token in a sentence look at every other token.",
+    "The central bank raised interest rates for the third time this year.",
+    "Heavy rain flooded the narrow streets of the old town overnight.",
+    "She practises the violin for an hour every single evening after work.",
+    "Researchers trained a small transformer on a laptop in a few minutes.",
+    "The train to Edinburgh leaves from platform four at half past nine.",
+    "Regular exercise and enough sleep lower the risk of heart disease.",
+)
+SECTIONS = ("attention", "causal", "decoding", "backward", "minilm")
 
 
 def inputs(T: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -124,7 +136,52 @@ def run(repeats: int, sections: tuple[str, ...] = SECTIONS, base: dict | None = 
         }
     if "backward" in sections:
         results["backward"] = backward_run(repeats)
+    if "minilm" in sections:
+        results["minilm"] = minilm_run(repeats)
     return results
+
+
+def minilm_run(repeats: int) -> dict:
+    """all-MiniLM-L6-v2: loading, and the forward of 8 sentences of about 16 tokens, NumPy against BertModel."""
+    import time
+
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    from transformers import BertModel
+    from transformers.utils import logging
+
+    from selfattention import load_minilm
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
+    start = time.perf_counter()
+    model = load_minilm()
+    load_numpy = time.perf_counter() - start
+    start = time.perf_counter()
+    reference = BertModel.from_pretrained(str(model.path), local_files_only=True).eval()
+    load_torch = time.perf_counter() - start
+    ids, keep = model.token_ids(list(MINILM_SENTENCES))
+    t_ids, t_mask = torch.from_numpy(ids), torch.from_numpy(keep.astype(np.int64))
+
+    def torch_forward() -> None:
+        with torch.no_grad():
+            reference(input_ids=t_ids, attention_mask=t_mask)
+
+    for _ in range(3):  # warm-up: the first calls allocate and pick kernels
+        model.forward(ids, keep)
+        torch_forward()
+    seconds = {
+        "numpy": best_time(partial(model.forward, ids, keep), max(repeats, 20)),
+        "torch": best_time(torch_forward, max(repeats, 20)),
+    }
+    return {
+        "sentences": len(MINILM_SENTENCES),
+        "tokens": int(keep.sum()),
+        "T": int(ids.shape[1]),
+        "torch_attention": reference.config._attn_implementation,
+        "load_seconds": {"numpy": load_numpy, "torch": load_torch},
+        "seconds": seconds,
+        "numpy_over_torch_time": seconds["numpy"] / seconds["torch"],
+    }
 
 
 def attention_run(repeats: int) -> dict:
@@ -268,6 +325,16 @@ def print_table(results: dict) -> None:
         print(
             f"  numpy / torch autograd {backward['numpy_over_torch_time']:.2f}, efficient / plain time "
             f"{backward['efficient_over_plain_time']:.2f}, memory {backward['efficient_over_plain_memory']:.3f}"
+        )
+    minilm = results.get("minilm")
+    if minilm:
+        print(
+            f"\nall-MiniLM-L6-v2, {minilm['sentences']} sentences padded to T = {minilm['T']} (target: numpy/torch <= 3):"
+        )
+        print(
+            f"  forward: numpy {minilm['seconds']['numpy'] * 1e3:.1f} ms, BertModel ({minilm['torch_attention']}) "
+            f"{minilm['seconds']['torch'] * 1e3:.1f} ms, ratio {minilm['numpy_over_torch_time']:.2f}; "
+            f"loading: numpy {minilm['load_seconds']['numpy']:.2f} s, BertModel {minilm['load_seconds']['torch']:.2f} s"
         )
     decoding = results["decoding"]
     print(f"\none generated token at a context of {decoding['context']} (target: cached >= 20x faster):")

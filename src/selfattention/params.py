@@ -127,7 +127,10 @@ class Linear(_Container):
                 f"{name} must have {self.d_in} features in its last axis for this layer; got shape {x.shape}"
             )
         check_all_finite(x, name)
-        y = x @ self.weight
+        if x.ndim > 2:  # one (rows, d_in) @ (d_in, d_out) product: NumPy would loop over the leading axes
+            y = (x.reshape(-1, self.d_in) @ self.weight).reshape(*x.shape[:-1], self.d_out)
+        else:
+            y = x @ self.weight
         return y if self.bias is None else y + self.bias
 
 
