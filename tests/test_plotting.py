@@ -276,6 +276,9 @@ def test_plot_head_scores_one_panel_per_pattern_with_marks():
     assert all(len(ax.patches) == 2 for ax in panels)
     assert all(ax.images[0].get_clim() == (0, 1) for ax in panels)
     assert fig.get_suptitle() == "heads"
+    assert fig.axes[-1].get_ylabel() == "mean attention weight"
+    relabelled = sa.plot_head_scores(scores[:2], ["a", "b"], colorbar_label="share")
+    assert relabelled.axes[-1].get_ylabel() == "share"
 
 
 @pytest.mark.parametrize(
@@ -299,6 +302,7 @@ def test_plot_head_scores_one_panel_per_pattern_with_marks():
         (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], marks=[(0, True)]), "inside the 2 x 2 grid"),
         (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], marks=[1]), r"\(layer, head\) pair"),
         (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], marks="ab"), "marks must be a sequence"),
+        (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], colorbar_label=3), "colorbar_label"),
     ],
 )
 def test_chapter_13_plots_reject_bad_input(call, message):

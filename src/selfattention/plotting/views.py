@@ -674,6 +674,7 @@ def plot_head_scores(
     marks: Sequence[tuple[int, int]] = (),
     title: str = "What each head attends to",
     cmap: str = "viridis",
+    colorbar_label: str = "mean attention weight",
 ) -> Figure:
     """One ``(layers, heads)`` grid per attention pattern: how much weight each head puts there.
 
@@ -689,11 +690,13 @@ def plot_head_scores(
         The figure title.
     cmap : str
         A matplotlib colour map name.
+    colorbar_label : str
+        What the colours measure, when the values are shares rather than weights.
 
     Returns
     -------
     matplotlib.figure.Figure
-        P panels side by side on one colour scale from 0 to 1, one colour bar.
+        P panels, up to three per row, on one colour scale from 0 to 1, one colour bar.
 
     Raises
     ------
@@ -724,11 +727,19 @@ def plot_head_scores(
         if not (is_index(layer, L) and is_index(head, H)):
             raise ValueError(f"each mark must be a (layer, head) inside the {L} x {H} grid; got ({layer!r}, {head!r})")
     check_text(title, "title")
+    check_text(colorbar_label, "colorbar_label")
     cmap = check_cmap(cmap)
-    fig, axes = pyplot().subplots(1, P, figsize=(2.2 * P + 1.2, 0.3 * L + 1.6), squeeze=False)
-    for p, ax in enumerate(axes[0]):
+    ncols = min(P, 3)
+    nrows = -(-P // ncols)
+    fig, axes = pyplot().subplots(
+        nrows, ncols, figsize=(3.4 * ncols + 1.0, 2.3 * nrows + 0.5), squeeze=False, layout="constrained"
+    )
+    for ax in axes.flat[P:]:
+        ax.set_visible(False)
+    for p, ax in enumerate(axes.flat[:P]):
+        ylabel = None if p % ncols else "layer"
         image = heatmap(
-            ax, scores[p], title=names[p], xlabel="head", ylabel=None if p else "layer", cmap=cmap, vmin=0, vmax=1
+            ax, scores[p], title=names[p], xlabel="head", ylabel=ylabel, cmap=cmap, vmin=0, vmax=1, aspect="auto"
         )
         ax.set_xticks(range(0, H, max(1, H // 4)))
         ax.set_yticks(range(L))
@@ -736,6 +747,6 @@ def plot_head_scores(
             ax.add_patch(
                 pyplot().Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.5)
             )
-    fig.colorbar(image, ax=axes.ravel().tolist(), label="mean attention weight", shrink=0.9)
+    fig.colorbar(image, ax=axes.ravel().tolist(), label=colorbar_label, shrink=0.9)
     fig.suptitle(title)
     return fig
