@@ -328,9 +328,8 @@ def print_table(results: dict) -> None:
         )
     minilm = results.get("minilm")
     if minilm:
-        print(
-            f"\nall-MiniLM-L6-v2, {minilm['sentences']} sentences padded to T = {minilm['T']} (target: numpy/torch <= 3):"
-        )
+        sizes = f"{minilm['sentences']} sentences padded to T = {minilm['T']}"
+        print(f"\nall-MiniLM-L6-v2, {sizes} (target: numpy/torch <= 3):")
         print(
             f"  forward: numpy {minilm['seconds']['numpy'] * 1e3:.1f} ms, BertModel ({minilm['torch_attention']}) "
             f"{minilm['seconds']['torch'] * 1e3:.1f} ms, ratio {minilm['numpy_over_torch_time']:.2f}; "
