@@ -270,10 +270,10 @@ def test_plot_similarity_annotates_every_cell():
 
 def test_plot_head_scores_one_panel_per_pattern_with_marks():
     scores = np.random.default_rng(0).uniform(size=(3, 6, 12))
-    fig = sa.plot_head_scores(scores, ["prev", "next", "[CLS]"], marks=[(0, 2), (1, 8)], title="heads")
+    fig = sa.plot_head_scores(scores, ["prev", "next", "[CLS]"], marks=[(0, 0, 2), (1, 1, 8), (1, 0, 0)], title="heads")
     panels = [ax for ax in fig.axes if ax.images]
     assert [ax.get_title() for ax in panels] == ["prev", "next", "[CLS]"]
-    assert all(len(ax.patches) == 2 for ax in panels)
+    assert [len(ax.patches) for ax in panels] == [1, 2, 0]  # each mark on its own panel only
     assert all(ax.images[0].get_clim() == (0, 1) for ax in panels)
     assert fig.get_suptitle() == "heads"
     assert fig.axes[-1].get_ylabel() == "mean attention weight"
@@ -296,11 +296,13 @@ def test_plot_head_scores_one_panel_per_pattern_with_marks():
         (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), None), "names must name the 1 patterns"),
         (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), [3]), "each name"),
         (
-            lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], marks=[(2, 0)]),
-            r"inside the 2 x 2 grid; got \(2, 0\)",
+            lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], marks=[(0, 2, 0)]),
+            r"a layer below 2 and a head below 2; got \(0, 2, 0\)",
         ),
-        (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], marks=[(0, True)]), "inside the 2 x 2 grid"),
-        (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], marks=[1]), r"\(layer, head\) pair"),
+        (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], marks=[(0, 0, True)]), "a head below 2"),
+        (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], marks=[(1, 0, 0)]), "a panel below 1"),
+        (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], marks=[(0, 1)]), r"\(pattern, layer, head\) triple"),
+        (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], marks=[1]), r"\(pattern, layer, head\) triple"),
         (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], marks="ab"), "marks must be a sequence"),
         (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], colorbar_label=3), "colorbar_label"),
     ],

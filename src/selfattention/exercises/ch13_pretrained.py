@@ -29,7 +29,7 @@ MEAN_POOL = Exercise(
     number=1,
     cases=_pool_cases,
     reference=mean_pool,
-    compare=compare_array("the pooled vectors", "check which axis you average over"),
+    compare=compare_array("pooled vectors", "check for a row of keep with no real token, or a division by zero"),
     mistakes=(
         Mistake(
             lambda h, keep: h.mean(axis=1),
@@ -46,6 +46,11 @@ MEAN_POOL = Exercise(
         Mistake(
             lambda h, keep: (h * keep[..., None]).sum(axis=1) / keep.sum(),
             "It matches dividing by the real tokens of the whole batch; count per row, keep.sum(1, keepdims=True)",
+        ),
+        Mistake(
+            lambda h, keep: (lambda m: m / np.linalg.norm(m, axis=-1, keepdims=True))(mean_pool(h, keep)),
+            "It matches the right mean scaled to length 1; the exercise asks for the mean alone, before the "
+            "normalisation that encode applies next",
         ),
     ),
 )
@@ -172,13 +177,19 @@ def _counted(
     norms: bool = True,
     tables: str = "all",
     pooler: bool = False,
+    embedding_norm: bool = True,
+    projections: int = 4,
 ) -> int:
     """The count with one part left out or added: how each mistake counts."""
     D, F = c["hidden_size"], c["intermediate_size"]
     N = c["num_hidden_layers"] if layers is None else layers
-    rows = {"all": c["vocab_size"] + c["max_position_embeddings"] + c["type_vocab_size"], "word": c["vocab_size"]}
-    block = 4 * D * D + 2 * D * F + (4 * D + F + D if biases else 0) + (4 * D if norms else 0)
-    return rows.get(tables, 0) * D + (2 * D if norms else 0) + N * block + (D * D + D if pooler else 0)
+    V, P, S = c["vocab_size"], c["max_position_embeddings"], c["type_vocab_size"]
+    rows = {"all": V + P + S, "word": V, "no types": V + P}
+    attention = projections * (D * D + (D if biases else 0))
+    feed_forward = 2 * D * F + (F + D if biases else 0)
+    block = attention + feed_forward + (4 * D if norms else 0)
+    embeddings = rows.get(tables, 0) * D + (2 * D if norms and embedding_norm else 0)
+    return embeddings + N * block + (D * D + D if pooler else 0)
 
 
 def _compare_count(got: Any, expected: int) -> str | None:
@@ -195,9 +206,11 @@ PARAMETER_COUNT = Exercise(
     chapter=13,
     number=3,
     cases=lambda rng: [
+        ("a small BERT with three token types", (_config((1000, 16, 3, 4, 64, 128, 3)),)),
         ("all-MiniLM-L6-v2", (_config((30522, 384, 6, 12, 1536, 512, 2)),)),
         ("BERT-base", (_config((30522, 768, 12, 12, 3072, 512, 2)),)),
         ("a tiny BERT", (_config((100, 8, 2, 2, 16, 32, 2)),)),
+        ("a BERT with one token type", (_config((1000, 16, 3, 4, 64, 128, 1)),)),
     ],
     reference=_count,
     compare=_compare_count,
@@ -219,6 +232,18 @@ PARAMETER_COUNT = Exercise(
         Mistake(
             lambda c: _counted(c, tables="none"),
             "It matches leaving out the embedding tables, (vocab_size + positions + token types) * D",
+        ),
+        Mistake(
+            lambda c: _counted(c, tables="no types"),
+            "It matches leaving out the token-type (segment) table, type_vocab_size * D",
+        ),
+        Mistake(
+            lambda c: _counted(c, embedding_norm=False),
+            "It matches leaving out the LayerNorm after the embeddings (2 * D); the blocks' two are counted",
+        ),
+        Mistake(
+            lambda c: _counted(c, projections=3),
+            "It matches counting q, k and v but not the attention's output projection, another D * D + D per block",
         ),
         Mistake(
             lambda c: _counted(c, layers=1),

@@ -671,7 +671,7 @@ def plot_head_scores(
     scores: ArrayLike,
     names: Sequence[str],
     *,
-    marks: Sequence[tuple[int, int]] = (),
+    marks: Sequence[tuple[int, int, int]] = (),
     title: str = "What each head attends to",
     cmap: str = "viridis",
     colorbar_label: str = "mean attention weight",
@@ -684,8 +684,9 @@ def plot_head_scores(
         For pattern p, the mean weight head h of layer l puts on it, in [0, 1].
     names : sequence of str
         The P pattern names ("previous token", "[CLS]", ...), one panel each.
-    marks : sequence of (layer, head), optional
-        Heads to outline in every panel (those the text discusses).
+    marks : sequence of (pattern, layer, head), optional
+        Cells to outline: head ``head`` of layer ``layer`` in panel ``pattern``
+        (the heads the text discusses, where it discusses them).
     title : str
         The figure title.
     cmap : str
@@ -721,11 +722,14 @@ def plot_head_scores(
     for name in names:
         check_text(name, "each name")
     if isinstance(marks, (str, bytes)) or not isinstance(marks, Sequence):
-        raise ValueError(f"marks must be a sequence of (layer, head) pairs; got {type(marks).__name__}")
-    pairs = [check_pair(mark, "each mark", "(layer, head)") for mark in marks]
-    for layer, head in pairs:
-        if not (is_index(layer, L) and is_index(head, H)):
-            raise ValueError(f"each mark must be a (layer, head) inside the {L} x {H} grid; got ({layer!r}, {head!r})")
+        raise ValueError(f"marks must be a sequence of (pattern, layer, head) triples; got {type(marks).__name__}")
+    for mark in marks:
+        if not isinstance(mark, (tuple, list)) or len(mark) != 3:
+            raise ValueError(f"each mark must be a (pattern, layer, head) triple; got {mark!r}")
+        if not (is_index(mark[0], P) and is_index(mark[1], L) and is_index(mark[2], H)):
+            raise ValueError(
+                f"each mark must name a panel below {P}, a layer below {L} and a head below {H}; got {tuple(mark)!r}"
+            )
     check_text(title, "title")
     check_text(colorbar_label, "colorbar_label")
     cmap = check_cmap(cmap)
@@ -743,7 +747,7 @@ def plot_head_scores(
         )
         ax.set_xticks(range(0, H, max(1, H // 4)))
         ax.set_yticks(range(L))
-        for layer, head in pairs:
+        for layer, head in [(mark[1], mark[2]) for mark in marks if mark[0] == p]:
             ax.add_patch(
                 pyplot().Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.5)
             )
