@@ -171,7 +171,7 @@ ERROR_CASES = [
     (lambda: plot_attention(np.ones((0, 3))), r"weights must be a 2-D \(T, S\) matrix; got shape \(0, 3\)"),
     (lambda: plot_attention(np.full((2, 2), np.nan)), r"weights must be finite to plot; found 4 NaN or infinite value\(s\)"),
     (lambda: plot_attention(np.ones((2, 3)), ["a"]), r"query_labels must have one label per rows \(T\): expected 2, got 1"),
-    (lambda: plot_attention(np.ones((2, 3)), None, "abc"), r"key_labels must be a sequence of labels, one per columns \(S\); got 'abc'"),
+    (lambda: plot_attention(np.ones((2, 3)), None, "abc"), r"key_labels must be a sequence of labels \(a list or tuple\), one per columns \(S\); got 'abc'"),
     (lambda: plot_attention(np.ones((2, 2)), annotate="yes"), r"annotate must be True or False; got 'yes'"),
     (lambda: plot_attention(np.ones((2, 2)), title=3), r"title must be a string; got 3 of type int"),
     (lambda: plot_attention(np.ones((2, 2)), ax="left"), r"ax must be a matplotlib Axes or None; got str"),
@@ -305,6 +305,11 @@ def test_plot_head_scores_one_panel_per_pattern_with_marks():
         (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], marks=[1]), r"\(pattern, layer, head\) triple"),
         (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], marks="ab"), "marks must be a sequence"),
         (lambda: sa.plot_head_scores(np.ones((1, 2, 2)), ["a"], colorbar_label=3), "colorbar_label"),
+        (lambda: sa.plot_head_scores(np.ones((2, 2, 2)), {"p", "q"}), "an unordered set"),
+        (lambda: sa.plot_similarity(np.eye(2), {"a": 1, "b": 2}), "a list or tuple"),
+        (lambda: sa.plot_similarity(np.eye(2), [None, "b"]), r"labels\[0\] must be a string"),
+        (lambda: sa.plot_similarity(np.eye(2), ["a", True]), r"labels\[1\] must be a string"),
+        (lambda: plot_attention_heads(np.ones((1, 2, 2)) / 2, labels=np.zeros((2, 2))), "1-D sequence"),
     ],
 )
 def test_chapter_13_plots_reject_bad_input(call, message):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import warnings
 from pathlib import Path
@@ -14,7 +13,6 @@ import pytest
 import selfattention as sa
 from selfattention.interop import bert_embeddings_from_state_dict, bert_layer_from_state_dict
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # the references read local files only
 torch = pytest.importorskip("torch")  # installed by requirements.txt; never skipped in CI
 
 TEXTS = [
@@ -326,7 +324,8 @@ def test_a_changed_weights_file_fails_the_checksum(copy_of_model, tmp_path):
         ({"hidden_act": "gelu_new"}, "hidden_act='gelu'.*got 'gelu_new'"),
         ({"model_type": "roberta"}, "model_type='bert'"),
         ({"position_embedding_type": "relative_key"}, "position_embedding_type='absolute'"),
-        ({"is_decoder": True}, "is_decoder=true"),
+        ({"is_decoder": True}, "is_decoder=false .*; got True"),
+        ({"is_decoder": "false"}, "is_decoder=false .*; got 'false'"),
         ({"num_attention_heads": 5}, "num_heads=5 must divide hidden_size=384"),
         ({"num_hidden_layers": 7}, r"num_hidden_layers=7, but model.safetensors holds the layers \[0, 1, 2, 3, 4, 5\]"),
         ({"num_hidden_layers": 5}, "num_hidden_layers=5, but model.safetensors holds the layers"),
@@ -464,3 +463,141 @@ def test_without_the_file_readers_the_error_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "safetensors.numpy", None)  # as if safetensors were not installed
     with pytest.raises(ImportError, match=r'pip install "selfattention\[pretrained\]"'):
         sa.load_minilm()
+
+
+# ---------------------------------------------------------------- found by an adversarial review
+
+
+def _save_state(directory: Path, state: dict) -> None:
+    from safetensors.numpy import save_file
+
+    (directory / "model.safetensors").unlink()
+    save_file(state, str(directory / "model.safetensors"))
+
+
+@pytest.fixture(scope="module")
+def state(model):
+    from safetensors.numpy import load_file
+
+    return load_file(str(model.path / "model.safetensors"))
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda s: s.pop("encoder.layer.2.intermediate.dense.bias"), r"missing \['encoder.layer.2.intermediate"),
+        (lambda s: s.pop("embeddings.LayerNorm.bias"), r"missing \['embeddings.LayerNorm.bias'\]"),
+        (
+            lambda s: s.update(
+                {
+                    "encoder.layer.0.attention.self.key.weight": s["encoder.layer.0.attention.self.key.weight"][:192],
+                    "encoder.layer.0.attention.self.key.bias": s["encoder.layer.0.attention.self.key.bias"][:192],
+                }
+            ),
+            r"attention.self.key.weight must have shape \(384, 384\); got \(192, 384\)",
+        ),
+        (
+            lambda s: s.update(
+                {"embeddings.word_embeddings.weight": s["embeddings.word_embeddings.weight"].astype(np.int32)}
+            ),
+            "embeddings.word_embeddings.weight must hold floating-point weights; got int32",
+        ),
+    ],
+)
+def test_a_checkpoint_with_missing_biases_odd_shapes_or_integer_weights_is_refused(copy_of_model, state, edit, message):
+    changed = dict(state)
+    edit(changed)
+    _save_state(copy_of_model, changed)
+    with pytest.raises(ValueError, match=message):
+        sa.load_minilm(copy_of_model, sha256=None)
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"garbage", "could not be read as a Hugging Face tokenizer"),
+        (b"{}", "could not be read"),
+        (b"\xff\x00", "could not"),
+    ],
+)
+def test_a_damaged_tokenizer_file_gives_a_value_error(copy_of_model, content, message):
+    (copy_of_model / "tokenizer.json").write_bytes(content)
+    with pytest.raises(ValueError, match=message):
+        sa.load_minilm(copy_of_model)
+
+
+@pytest.mark.parametrize(
+    ("where", "content", "message"),
+    [
+        ("1_Pooling/config.json", b"[1]", "must hold a JSON object .* got a list"),
+        ("1_Pooling/config.json", b"{bad", "1_Pooling/config.json is not valid JSON"),
+        ("config.json", b"\xff\xfe{bad", "config.json is not valid JSON in UTF-8"),
+    ],
+)
+def test_damaged_json_files_are_named(copy_of_model, where, content, message):
+    (copy_of_model / where).write_bytes(content)
+    with pytest.raises(ValueError, match=message):
+        sa.load_minilm(copy_of_model)
+
+
+def test_texts_with_a_lone_surrogate_are_refused(model):
+    with pytest.raises(ValueError, match=r"text 1 is not valid Unicode: '\\ud800' at position 1"):
+        model.encode(["fine", "a\ud800b"])
+    with pytest.raises(ValueError, match="not valid Unicode"):
+        model.tokens("\udcff")
+
+
+def test_the_truncation_warning_points_at_the_callers_line(model):
+    for call in (
+        lambda: model.token_ids([LONG_TEXT]),
+        lambda: model.encode([LONG_TEXT]),
+        lambda: model.tokens(LONG_TEXT),
+        lambda: model.attentions(LONG_TEXT),
+    ):
+        with pytest.warns(UserWarning, match="632 tokens") as caught:
+            call()
+        assert caught[0].filename == __file__
+
+
+def test_forward_keeps_no_attention_weights_unless_asked(model, monkeypatch):
+    asked = []
+    real = sa.pretrained.encoder_block
+
+    def spy(*args, **kwargs):
+        asked.append(kwargs.get("return_weights", False))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sa.pretrained, "encoder_block", spy)
+    model.encode(["no weights kept"])
+    assert asked == [False] * 6
+    model.attentions("weights kept")
+    assert asked[6:] == [True] * 6
+
+
+def test_small_argument_checks(model):
+    with pytest.raises(ValueError, match="dtype must be float32 or float64; got None"):
+        sa.load_minilm(dtype=None)
+    with pytest.raises(ValueError, match="got None"):
+        model.astype(None)
+    with pytest.raises(ValueError, match="64-character hex digest"):
+        sa.load_minilm(sha256="z" * 64)
+    assert sa.BertConfig(10, 8, 1, 2, 16, 4, 1, np.float32(1e-5)).layer_norm_eps == pytest.approx(1e-5)
+    with pytest.raises(ValueError, match=r"hidden must .*NaN|NaN"):
+        sa.mean_pool(np.full((1, 2, 3), np.nan), np.ones((1, 2), bool))
+    with pytest.raises(ValueError, match="overflows float32"):
+        sa.mean_pool(np.full((1, 3, 2), 3e38, dtype=np.float32), np.ones((1, 3), bool))
+
+
+def test_encode_refuses_a_vector_it_cannot_normalise(model, monkeypatch):
+    monkeypatch.setattr(sa.MiniLM, "forward", lambda self, ids, keep: np.zeros((*ids.shape, 384), np.float32))
+    with pytest.raises(ValueError, match="text 0 pooled to a vector of length 0.0"):
+        model.encode(["anything"])
+
+
+@pytest.mark.parametrize("answer", [np.inf, float("nan"), (np.inf, 1), (0, float("nan")), 1e300])
+def test_chapter_13_checkers_fail_cleanly_on_non_finite_or_huge_answers(answer):
+    from selfattention.exercises import check_parameter_count, check_previous_token_head
+
+    for check in (check_parameter_count, check_previous_token_head):
+        result = check(lambda *args: answer)
+        assert result.status == "FAIL" and "could not compare" not in result.detail, repr(result)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import re
 import warnings
 from dataclasses import dataclass, fields
@@ -108,7 +109,7 @@ class BertConfig:
         for field in fields(self)[:-1]:
             _set(self, field.name, check_positive_int(getattr(self, field.name), field.name, at_most=10**7))
         eps = self.layer_norm_eps
-        if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not 0 < eps < 1:
+        if isinstance(eps, (bool, np.bool_)) or not isinstance(eps, numbers.Real) or not 0 < eps < 1:
             raise ValueError(f"layer_norm_eps must be a small positive number; got {eps!r}")
         _set(self, "layer_norm_eps", float(eps))
         if self.hidden_size % self.num_heads:
@@ -141,11 +142,12 @@ class BertConfig:
         }
         for key, (value, meaning) in expected.items():
             found = config.get(key, "absolute" if key == "position_embedding_type" else None)
-            if found != value:
+            if not isinstance(found, str) or found != value:
                 raise ValueError(f"config.json must have {key}={value!r} ({meaning}); got {found!r}")
         for key in ("is_decoder", "add_cross_attention"):
-            if config.get(key, False):
-                raise ValueError(f"config.json has {key}=true; the NumPy forward pass is an encoder without it")
+            found = config.get(key, False)
+            if found is not False:
+                raise ValueError(f"config.json must have {key}=false (the NumPy code is an encoder); got {found!r}")
         names = {
             "vocab_size": "vocab_size",
             "hidden_size": "hidden_size",
@@ -293,6 +295,14 @@ class MiniLM(_Container):
         wrong = [(i, type(t).__name__) for i, t in enumerate(texts) if not isinstance(t, str)]
         if wrong:
             raise ValueError(f"texts must be a list of strings; item {wrong[0][0]} is a {wrong[0][1]}")
+        for i, text in enumerate(texts):
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:  # a lone surrogate, e.g. from errors="surrogateescape"
+                raise ValueError(
+                    f"text {i} is not valid Unicode: {text[exc.start : exc.end]!r} at position {exc.start} "
+                    "is a lone surrogate; decode the bytes with errors='replace'"
+                ) from None
         return list(texts)
 
     def _limit(self, max_tokens: Any) -> int:
@@ -321,6 +331,10 @@ class MiniLM(_Container):
         keep : numpy.ndarray of bool, shape (N, T)
             True at real tokens, [CLS] and [SEP] included.
         """
+        return self._token_ids(texts, max_tokens)
+
+    def _token_ids(self, texts: Any, max_tokens: Any, stacklevel: int = 3) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`token_ids`, warning ``stacklevel`` frames up: at the line that called the public method."""
         texts = self._texts(texts)
         limit = self._limit(max_tokens)
         sep = self.tokenizer.token_to_id("[SEP]")
@@ -332,7 +346,7 @@ class MiniLM(_Container):
                     f"text {i} has {len(ids)} tokens with [CLS] and [SEP]; the limit is {limit}, so only its "
                     f"first {limit - 2} word pieces are read and {len(ids) - limit} are dropped",
                     UserWarning,
-                    stacklevel=3,
+                    stacklevel=stacklevel,
                 )
                 ids = ids[: limit - 1] + [sep]
             rows.append(ids)
@@ -348,7 +362,7 @@ class MiniLM(_Container):
         """The word pieces of one text, [CLS] and [SEP] included: the rows and columns of :meth:`attentions`."""
         if not isinstance(text, str):
             raise ValueError(f"text must be a string; got {type(text).__name__}")
-        ids, _ = self.token_ids([text], max_tokens)
+        ids, _ = self._token_ids([text], max_tokens)
         return [self.tokenizer.id_to_token(int(i)) for i in ids[0]]
 
     def forward(
@@ -380,10 +394,13 @@ class MiniLM(_Container):
         mask = keep[:, None, None, :]  # (N, 1, 1, T): every head and query of example n sees its real keys
         all_weights = []
         for block in self.layers:
-            x, weights = encoder_block(
-                x, block, c.num_heads, mask=mask, activation="gelu", eps=c.layer_norm_eps, return_weights=True
-            )
-            all_weights.append(weights)  # (N, H, T, T)
+            if return_weights:
+                x, weights = encoder_block(
+                    x, block, c.num_heads, mask=mask, activation="gelu", eps=c.layer_norm_eps, return_weights=True
+                )
+                all_weights.append(weights)  # (N, H, T, T)
+            else:  # keep no weights: each layer's (N, H, T, T) array is freed as soon as it is used
+                x = encoder_block(x, block, c.num_heads, mask=mask, activation="gelu", eps=c.layer_norm_eps)
         return (x, np.stack(all_weights)) if return_weights else x
 
     def _check_ids(self, ids: ArrayLike, keep: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
@@ -425,9 +442,16 @@ class MiniLM(_Container):
         batch_size = check_positive_int(batch_size, "batch_size")
         out = []
         for start in range(0, len(texts), batch_size):
-            ids, keep = self.token_ids(texts[start : start + batch_size], max_tokens)
+            ids, keep = self._token_ids(texts[start : start + batch_size], max_tokens)
             pooled = mean_pool(self.forward(ids, keep), keep)
-            out.append(pooled / np.linalg.norm(pooled, axis=-1, keepdims=True))
+            length = np.linalg.norm(pooled, axis=-1, keepdims=True)
+            if not (np.isfinite(length).all() and (length > 0).all()):
+                bad = start + int(np.flatnonzero(~(np.isfinite(length[:, 0]) & (length[:, 0] > 0)))[0])
+                raise ValueError(
+                    f"text {bad} pooled to a vector of length {float(length[bad - start, 0])}, which cannot be "
+                    "scaled to length 1: the weights are not those of a trained model"
+                )
+            out.append(pooled / length)
         return np.concatenate(out)
 
     def attentions(self, text: str, max_tokens: int | None = None) -> np.ndarray:
@@ -438,7 +462,7 @@ class MiniLM(_Container):
         """
         if not isinstance(text, str):
             raise ValueError(f"text must be a string; got {type(text).__name__}")
-        ids, keep = self.token_ids([text], max_tokens)
+        ids, keep = self._token_ids([text], max_tokens)
         _, weights = self.forward(ids, keep, return_weights=True)
         return weights[:, 0]  # (layers, H, T, T)
 
@@ -474,16 +498,21 @@ def mean_pool(hidden: ArrayLike, keep: ArrayLike) -> np.ndarray:
         raise ValueError(f"keep must be boolean (True at real tokens); got dtype {keep.dtype}")
     if keep.shape != hidden.shape[:2]:
         raise ValueError(f"keep must have shape (N, T) = {hidden.shape[:2]}; got {keep.shape}")
+    check_all_finite(hidden, "hidden")
     counts = keep.sum(axis=1, keepdims=True)  # (N, 1)
     if (counts == 0).any():
         raise ValueError(
             f"every row of keep must mark a real token; rows {np.flatnonzero(counts[:, 0] == 0)[:5]} do not"
         )
     summed = np.einsum("ntd,nt->nd", hidden, keep.astype(hidden.dtype))
+    if not np.isfinite(summed).all():
+        raise ValueError(f"the sum over the real tokens overflows {hidden.dtype}; compute in float64")
     return summed / counts.astype(hidden.dtype)
 
 
 def _check_dtype(dtype: Any) -> np.dtype:
+    if dtype is None:  # np.dtype(None) would silently mean float64
+        raise ValueError("dtype must be float32 or float64; got None")
     try:
         dtype = np.dtype(dtype)
     except TypeError:
@@ -529,12 +558,23 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _read_json(path: Path) -> dict[str, Any]:
+    """A JSON object from ``path``, or a ValueError that names the file."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path} is not valid JSON in UTF-8: {exc}") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path} must hold a JSON object {{...}}; got a {type(value).__name__}")
+    return value
+
+
 def _check_pooling(path: Path) -> None:
     """If the directory is a sentence-transformers model, it must pool by the mean, as :meth:`MiniLM.encode` does."""
     pooling = path / "1_Pooling" / "config.json"
     if not pooling.is_file():
         return
-    modes = {k: v for k, v in json.loads(pooling.read_text()).items() if k.startswith("pooling_mode") and v}
+    modes = {k: v for k, v in _read_json(pooling).items() if k.startswith("pooling_mode") and v}
     if list(modes) != ["pooling_mode_mean_tokens"]:
         raise ValueError(f"{pooling} asks for the pooling {sorted(modes)}; MiniLM.encode computes the mean only")
 
@@ -585,7 +625,7 @@ def load_minilm(
     from .interop.state_dict import bert_embeddings_from_state_dict, bert_layer_from_state_dict
 
     dtype = _check_dtype(dtype)
-    if sha256 is not None and (not isinstance(sha256, str) or len(sha256) != 64):
+    if sha256 is not None and (not isinstance(sha256, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", sha256)):
         raise ValueError(f"sha256 must be a 64-character hex digest or None; got {sha256!r}")
     if path is None:
         path = _default_path()
@@ -608,17 +648,17 @@ def load_minilm(
                 f"{weights_file} has SHA-256 {found}, not the expected {sha256.lower()}: another checkpoint or a "
                 "damaged file (pass sha256=None to load another checkpoint of this architecture)"
             )
-    try:
-        raw = json.loads((path / "config.json").read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path / 'config.json'} is not valid JSON: {exc}") from None
-    config = BertConfig.from_dict(raw)
+    config = BertConfig.from_dict(_read_json(path / "config.json"))
     _check_pooling(path)
     try:
         state = load_file(str(weights_file))
     except Exception as exc:  # safetensors raises its own error types for a damaged file
         raise ValueError(f"{weights_file} could not be read as safetensors: {exc}") from None
     prefix = "bert." if "bert.embeddings.word_embeddings.weight" in state else ""  # BertFor... checkpoints
+    for key, array in state.items():
+        used = key.startswith((f"{prefix}embeddings.", f"{prefix}encoder.")) and not key.endswith("position_ids")
+        if used and not np.issubdtype(array.dtype, np.floating):
+            raise ValueError(f"{weights_file.name}: {key} must hold floating-point weights; got {array.dtype}")
     found_layers = {int(m[1]) for key in state if (m := re.match(rf"{re.escape(prefix)}encoder\.layer\.(\d+)\.", key))}
     if found_layers != set(range(config.num_layers)):
         raise ValueError(
@@ -627,7 +667,10 @@ def load_minilm(
         )
     embeddings = bert_embeddings_from_state_dict(state, f"{prefix}embeddings.")
     layers = tuple(bert_layer_from_state_dict(state, f"{prefix}encoder.layer.{i}.") for i in range(config.num_layers))
-    tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    try:
+        tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
+    except Exception as exc:  # tokenizers raises a bare Exception for a damaged file
+        raise ValueError(f"{path / 'tokenizer.json'} could not be read as a Hugging Face tokenizer: {exc}") from None
     tokenizer.no_padding()  # tokenizer.json pads every text to 128 tokens
     tokenizer.no_truncation()  # ... and silently cuts at 128; token_ids cuts at the model's limit, with a warning
     model = MiniLM(config=config, embeddings=embeddings, layers=layers, tokenizer=tokenizer, path=path)

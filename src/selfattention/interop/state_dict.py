@@ -345,8 +345,8 @@ def bert_embeddings_from_state_dict(state: Mapping[str, Any], prefix: str = "emb
     if not isinstance(prefix, str):
         raise ValueError(f"prefix must be a string such as 'embeddings.'; got {type(prefix).__name__}")
     tables = ("word_embeddings", "position_embeddings", "token_type_embeddings")
-    names = [f"{prefix}{t}.weight" for t in tables] + [f"{prefix}LayerNorm.weight"]
-    a = _arrays(state, names, [f"{prefix}LayerNorm.bias"], "BertEmbeddings")
+    names = [f"{prefix}{t}.weight" for t in tables] + [f"{prefix}LayerNorm.weight", f"{prefix}LayerNorm.bias"]
+    a = _arrays(state, names, [], "BertEmbeddings")  # BERT's LayerNorm has a bias: a missing one is an error
     word, position, token_type = (a[f"{prefix}{t}.weight"] for t in tables)
     norm = LayerNormParams(a[f"{prefix}LayerNorm.weight"], a[f"{prefix}LayerNorm.bias"])
     return BertEmbeddings(word=word, position=position, token_type=token_type, norm=norm)
@@ -368,12 +368,14 @@ def bert_layer_from_state_dict(state: Mapping[str, Any], prefix: str = "encoder.
     ``output.LayerNorm``                   ``norm2``
     =====================================  ===========================
 
-    Every ``nn.Linear`` weight is transposed into the ``x @ w`` layout.
+    Every ``nn.Linear`` weight is transposed into the ``x @ w`` layout. Every
+    weight and bias is required, and q, k, v and the output projection must
+    all be square (BERT has as many key/value heads as query heads).
 
     Raises
     ------
     ValueError
-        If ``state`` is not a mapping, lacks a weight or has the wrong shapes.
+        If ``state`` is not a mapping, lacks a weight or a bias, or has the wrong shapes.
 
     Notes
     -----
@@ -391,8 +393,14 @@ def bert_layer_from_state_dict(state: Mapping[str, Any], prefix: str = "encoder.
     }
     norms = {"norm1": "attention.output.LayerNorm", "norm2": "output.LayerNorm"}
     modules = [*linears.values(), *norms.values()]
-    a = _arrays(state, [f"{prefix}{m}.weight" for m in modules], [f"{prefix}{m}.bias" for m in modules], "BertLayer")
+    names = [f"{prefix}{m}.{kind}" for m in modules for kind in ("weight", "bias")]
+    a = _arrays(state, names, [], "BertLayer")  # every BERT linear layer and LayerNorm has a bias
     lin = {key: _linear(a, f"{prefix}{m}.weight", f"{prefix}{m}.bias") for key, m in linears.items()}
+    D = lin["q"].d_in
+    for key in ("q", "k", "v", "out"):
+        if lin[key].weight.shape != (D, D):
+            found = tuple(reversed(lin[key].weight.shape))
+            raise ValueError(f"{prefix}{linears[key]}.weight must have shape ({D}, {D}); got {found}")
     ln = {key: LayerNormParams(a[f"{prefix}{m}.weight"], a[f"{prefix}{m}.bias"]) for key, m in norms.items()}
     return EncoderParams(
         attention=AttentionParams(lin["q"], lin["k"], lin["v"], lin["out"]),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -131,10 +132,18 @@ def check_labels(labels: Any, expected: int, name: str, what: str) -> None:
     """Raise unless ``labels`` is None or a sequence of ``expected`` labels, one per ``what``."""
     if labels is None:
         return
-    if isinstance(labels, str) or not hasattr(labels, "__len__"):
-        raise ValueError(f"{name} must be a sequence of labels, one per {what}; got {labels!r}")
+    if isinstance(labels, (str, bytes, Mapping, AbstractSet)) or not hasattr(labels, "__len__"):
+        kind = "an unordered set" if isinstance(labels, AbstractSet) else repr(labels)[:60]
+        raise ValueError(f"{name} must be a sequence of labels (a list or tuple), one per {what}; got {kind}")
+    if isinstance(labels, np.ndarray) and labels.ndim != 1:
+        raise ValueError(
+            f"{name} must be a 1-D sequence of labels, one per {what}; got an array of shape {labels.shape}"
+        )
     if len(labels) != expected:
         raise ValueError(f"{name} must have one label per {what}: expected {expected}, got {len(labels)}")
+    for i, label in enumerate(labels):
+        if isinstance(label, (bool, np.bool_)) or not isinstance(label, (str, numbers.Real)):
+            raise ValueError(f"{name}[{i}] must be a string (or a number); got {label!r}")
 
 
 def is_index(value: Any, stop: int) -> bool:

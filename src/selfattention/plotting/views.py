@@ -745,7 +745,8 @@ def plot_head_scores(
         image = heatmap(
             ax, scores[p], title=names[p], xlabel="head", ylabel=ylabel, cmap=cmap, vmin=0, vmax=1, aspect="auto"
         )
-        ax.set_xticks(range(0, H, max(1, H // 4)))
+        ax.set_xticks(range(0, H, 1 if H <= 16 else max(1, H // 8)))  # every head, up to 16
+        ax.tick_params(axis="x", labelsize=7 if H > 8 else 9)
         ax.set_yticks(range(L))
         for layer, head in [(mark[1], mark[2]) for mark in marks if mark[0] == p]:
             ax.add_patch(
