@@ -453,6 +453,10 @@ def test_the_container_checks_its_parts(model):
         sa.MiniLM(model.config, model.embeddings, model.layers[:5], model.tokenizer, model.path)
     with pytest.raises(ValueError, match="config must be a BertConfig"):
         sa.MiniLM({}, model.embeddings, model.layers, model.tokenizer, model.path)
+    with pytest.raises(ValueError, match="tokenizer must be a tokenizers.Tokenizer; got NoneType"):
+        sa.MiniLM(model.config, model.embeddings, model.layers, None, model.path)
+    with pytest.raises(ValueError, match="path must be a pathlib.Path; got str"):
+        sa.MiniLM(model.config, model.embeddings, model.layers, model.tokenizer, str(model.path))
     with pytest.raises(ValueError, match="one dtype"):
         sa.MiniLM(model.config, model.astype(np.float64).embeddings, model.layers, model.tokenizer, model.path)
 

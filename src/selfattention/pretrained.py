@@ -263,6 +263,11 @@ class MiniLM(_Container):
         dtypes = {a.dtype for _, a in self.named_arrays()}
         if len(dtypes) != 1:
             raise ValueError(f"every weight must have one dtype; got {sorted(map(str, dtypes))}")
+        needed = ("get_vocab_size", "token_to_id", "id_to_token", "encode", "encode_batch")
+        if not all(callable(getattr(self.tokenizer, name, None)) for name in needed):
+            raise ValueError(f"tokenizer must be a tokenizers.Tokenizer; got {type(self.tokenizer).__name__}")
+        if not isinstance(self.path, Path):
+            raise ValueError(f"path must be a pathlib.Path; got {type(self.path).__name__}")
         vocab = self.tokenizer.get_vocab_size(with_added_tokens=True)
         if vocab != c.vocab_size:
             raise ValueError(f"the tokenizer has {vocab:,} word pieces but the config's vocab_size is {c.vocab_size:,}")
