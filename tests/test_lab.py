@@ -23,3 +23,79 @@ def test_jupyterlab_myst_is_installed_enabled_and_compatible():
     assert line is not None, f"jupyterlab-myst is not installed:\n{text}"
     assert "enabled" in line and line.split()[3] == "OK", f"jupyterlab-myst is not usable: {line.strip()}"
     assert "is not compatible" not in text, text
+
+
+def test_jupyterlab_draws_the_interactive_figure_or_its_fallback(tmp_path):
+    """A trusted notebook (one the learner ran) runs the figure's script; an untrusted one shows the static image."""
+    import json
+    import os
+    import shutil
+    import socket
+    import time
+    import urllib.request
+
+    import pytest
+
+    chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
+    if not (chromium and chromedriver):
+        message = "Chromium or chromedriver not found; bash .ci/install-browser installs them"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message)  # CI must run the browser tests, never skip them
+        pytest.skip(message)
+    from selenium import webdriver
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    root = Path(__file__).resolve().parents[1]
+    notebooks = tmp_path / "notebooks"
+    notebooks.mkdir()
+    shutil.copy(root / "chapters" / "01_word_vectors.ipynb", notebooks / "trusted.ipynb")
+    chapter = json.loads((root / "chapters" / "01_word_vectors.ipynb").read_text())
+    chapter["metadata"]["copy"] = "untrusted"  # other content, so the trusted copy's signature does not cover it
+    (notebooks / "untrusted.ipynb").write_text(json.dumps(chapter))
+    env = {**os.environ, "JUPYTER_DATA_DIR": str(tmp_path / "data"), "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime")}
+    jupyter = Path(sys.executable).with_name("jupyter")
+    subprocess.run([str(jupyter), "trust", str(notebooks / "trusted.ipynb")], env=env, check=True, capture_output=True)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [str(jupyter), "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1", "--ServerApp.token=",
+         "--ServerApp.password=", "--allow-root", f"--notebook-dir={notebooks}"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    options = Options()
+    options.binary_location = chromium
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+                 f"--user-data-dir={tmp_path / 'profile'}"):  # fmt: skip
+        options.add_argument(flag)
+    driver = None
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/lab", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        driver = webdriver.Chrome(service=Service(chromedriver), options=options)
+        found = {}
+        for name in ("untrusted", "trusted"):  # the untrusted one first: a trusted page's script would build it too
+            driver.get(f"http://127.0.0.1:{port}/lab/tree/{name}.ipynb?reset")
+            for _ in range(120):
+                time.sleep(0.5)
+                found[name] = driver.execute_script(
+                    "const w = document.querySelector('.sa-widget'); if (!w) return null;"
+                    "const img = w.querySelector('.sa-fallback img');"
+                    "return {ready: w.hasAttribute('data-ready'), image: !!img && img.getClientRects().length > 0,"
+                    "        rows: w.querySelectorAll('.sa-row').length};"
+                )
+                if found[name] and (found[name]["ready"] or name == "untrusted"):
+                    break
+    finally:
+        if driver is not None:
+            driver.quit()
+        server.terminate()
+        server.wait(timeout=30)
+    assert found["trusted"] == {"ready": True, "image": False, "rows": 4}, found
+    assert found["untrusted"] == {"ready": False, "image": True, "rows": 0}, found

@@ -40,10 +40,13 @@ def test_all_is_assembled_without_duplicates_and_every_name_resolves():
 
 def test_every_public_name_is_documented_on_the_api_page():
     api = (ROOT / "book" / "api.md").read_text()
-    documented = set(re.findall(r"\.\. auto(?:function|class|data):: selfattention\.(\w+)", api))
+    documented = set(re.findall(r"\.\. auto(?:function|class|data):: selfattention\.(\w+)\s", api))
     missing = sorted(set(sa.__all__) - documented)
     assert not missing, f"add these to book/api.md: {missing}"
     assert not documented - set(sa.__all__), "book/api.md documents names the package does not export"
+    # The interactive figures live in their own namespace, selfattention.interactive.
+    interactive = set(re.findall(r"\.\. auto(?:function|class):: selfattention\.interactive\.(\w+)\s", api))
+    assert interactive == set(sa.interactive.__all__)
 
 
 def test_best_time_and_peak_bytes():

@@ -161,6 +161,11 @@ def test_page_loads_cleanly_and_offline(browser, site_url, page):
     assert shot.stat().st_size > 10_000, f"{page}: screenshot looks empty"
 
 
+def _prose(path: Path) -> str:
+    """A page's text for the search test: without scripts and styles (an interactive figure's code is not prose)."""
+    return re.sub(r"<(script|style)\b.*?</\1>", "", path.read_text(encoding="utf-8"), flags=re.S).lower()
+
+
 def test_search_finds_softmax_in_the_chapters(browser, site_url):
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -178,9 +183,7 @@ def test_search_finds_softmax_in_the_chapters(browser, site_url):
     )
     found = {re.sub(r"\.html.*$", "", link) for link in links}
     chapters_with_softmax = {
-        page
-        for page in PAGES
-        if page.startswith("chapters/") and "softmax" in (SITE / f"{page}.html").read_text().lower()
+        page for page in PAGES if page.startswith("chapters/") and "softmax" in _prose(SITE / f"{page}.html")
     }
     assert len(chapters_with_softmax) >= 2
     assert chapters_with_softmax <= found, f"search for softmax missed {sorted(chapters_with_softmax - found)}"
@@ -273,3 +276,160 @@ def test_chapter_page_weight_math_and_icons(browser, site_url, chapter):
     assert any(status == "loaded" for _, status in weight["faces"]), (
         f"{chapter}: no icon font loaded: {weight['faces']}"
     )
+
+
+# ---------------------------------------------------------------- interactive figures (issue 19)
+
+WIDGETS = {
+    "chapters/01_word_vectors": "explorer",
+    "chapters/07_cost": "stepper",
+    "chapters/09_decoding": "mask",
+    "chapters/13_pretrained": "explorer",
+}
+
+
+def _widget(browser, url: str):
+    from selenium.webdriver.common.by import By
+
+    _open(browser, url)
+    root = browser.find_element(By.CSS_SELECTOR, ".sa-widget")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", root)
+    assert root.get_attribute("data-ready") == "true", f"{url}: the script did not build the figure"
+    fallback = root.find_element(By.CSS_SELECTOR, ".sa-fallback")
+    assert not fallback.is_displayed(), f"{url}: the static fallback shows although the script ran"
+    expected = json.loads(
+        browser.execute_script("return arguments[0].querySelector('script.sa-expected').textContent;", root)
+    )
+    return root, expected
+
+
+def _choose(root, label: str, value) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    found = root.find_elements(By.XPATH, f".//label[normalize-space()='{label}']/following-sibling::select")
+    if found:  # one text, one layer or one head: no menu
+        Select(found[0]).select_by_value(str(value))
+
+
+def _shown_row(root) -> list[float]:
+    from selenium.webdriver.common.by import By
+
+    return [float(cell.text) for cell in root.find_elements(By.CSS_SELECTOR, ".sa-row .sa-value")]
+
+
+@pytest.mark.parametrize("page", [page for page, kind in WIDGETS.items() if kind == "explorer"])
+def test_the_attention_explorer_shows_the_chapters_weights(browser, site_url, page):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    root, expected = _widget(browser, f"{site_url}/{page}.html")
+    assert expected["rows"], f"{page}: the chapter exported no rows to check"
+    for probe in expected["rows"]:
+        _choose(root, "Text", probe["text"])
+        _choose(root, "Layer", probe["layer"])
+        _choose(root, "Head", probe["head"])
+        root.find_element(By.CSS_SELECTOR, f".sa-token[data-index='{probe['query']}']").click()
+        assert _shown_row(root) == pytest.approx(probe["row"], abs=1e-9), f"{page}: probe {probe}"
+    # Keyboard: from the first token, the right arrow moves the query to the next one.
+    first = root.find_element(By.CSS_SELECTOR, ".sa-token[data-index='0']")
+    first.click()
+    first.send_keys(Keys.ARROW_RIGHT)
+    active = browser.switch_to.active_element
+    assert active.get_attribute("data-index") == "1" and active.get_attribute("aria-pressed") == "true"
+    outline = browser.execute_script("return getComputedStyle(document.activeElement).outlineStyle;")
+    assert outline != "none", f"{page}: the focused token shows no focus ring"
+    errors = [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert errors == [], f"{page}: console errors while driving the figure: {errors}"
+
+
+def test_the_online_softmax_stepper_shows_every_step(browser, site_url):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    root, expected = _widget(browser, f"{site_url}/chapters/07_cost.html")
+    back, forward = root.find_elements(By.CSS_SELECTOR, "button.sa-step")
+    assert back.get_attribute("disabled") and not forward.get_attribute("disabled")
+
+    def shown(name):
+        return root.find_element(By.CSS_SELECTOR, f"dd[data-name='{name}']").text
+
+    for number, step in enumerate(expected["steps"], start=1):
+        forward.click()
+        assert shown("step") == f"{number} of {len(expected['steps'])}"
+        for name in ("block_max", "m", "rescale", "l"):
+            assert float(shown(name)) == pytest.approx(step[name], abs=5e-5), (number, name)
+        out = [float(x) for x in shown("out").strip("[]").split(",")]
+        assert out == pytest.approx(step["out"], abs=5e-5)
+    assert [float(x) for x in shown("exact").strip("[]").split(",")] == pytest.approx(expected["exact"], abs=5e-5)
+    assert shown("difference") == "below 1e-12" and forward.get_attribute("disabled")
+    back.send_keys(Keys.ARROW_LEFT)  # the arrow keys step too
+    assert shown("step") == f"{len(expected['steps']) - 1} of {len(expected['steps'])}"
+
+
+def test_the_mask_builder_shows_the_packages_masks(browser, site_url):
+    from selenium.webdriver.common.by import By
+
+    root, expected = _widget(browser, f"{site_url}/chapters/09_decoding.html")
+    for key in ("causal,8", "none,6", "window3,6", "window2,5"):
+        pattern, length = key.split(",")
+        _choose(root, "Pattern", pattern)
+        _choose(root, "Real tokens (the rest is padding)", length)
+        cells = root.find_elements(By.CSS_SELECTOR, ".sa-cell")
+        T = len(expected["masks"][key])
+        bits = [
+            "".join("1" if "sa-on" in cells[i * T + j].get_attribute("class") else "0" for j in range(T))
+            for i in range(T)
+        ]
+        assert bits == expected["masks"][key], key
+        allowed = sum(row.count("1") for row in bits)
+        assert root.find_element(By.CSS_SELECTOR, ".sa-status").text.startswith(f"{allowed} of {T * T}")
+
+
+def _contrast(rgb_a: str, rgb_b: str) -> float:
+    def luminance(css: str) -> float:
+        channels = [int(x) / 255 for x in re.findall(r"\d+", css)[:3]]
+        linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+    high, low = sorted((luminance(rgb_a), luminance(rgb_b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+@pytest.mark.parametrize("page", list(WIDGETS))
+def test_interactive_figures_follow_the_theme_and_fit_a_phone(browser, site_url, page):
+    colours = {}
+    for theme in ("light", "dark"):
+        root, _ = _widget(browser, f"{site_url}/{page}.html")
+        browser.execute_script(f"document.documentElement.dataset.theme = '{theme}';")
+        colours[theme] = browser.execute_script(
+            "const s = getComputedStyle(arguments[0]); return [s.color, s.backgroundColor];", root
+        )
+        assert _contrast(*colours[theme]) >= 4.5, f"{page}, {theme} theme: text {colours[theme]} is hard to read"
+    assert colours["light"] != colours["dark"], f"{page}: the figure ignores the dark theme"
+    browser.set_window_size(390, 844)
+    try:
+        root, _ = _widget(browser, f"{site_url}/{page}.html")
+        widths = browser.execute_script("return [arguments[0].scrollWidth, arguments[0].clientWidth];", root)
+    finally:
+        browser.set_window_size(1280, 900)
+    assert widths[0] <= widths[1] + 1, f"{page}: the figure is wider than a phone screen: {widths}"
+
+
+@pytest.mark.parametrize("page", list(WIDGETS))
+def test_interactive_figures_work_from_file_urls_and_fall_back_without_scripts(browser, page):
+    from selenium.webdriver.common.by import By
+
+    root, _ = _widget(browser, (SITE / f"{page}.html").as_uri())  # no server at all
+    errors = [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert errors == [], f"{page} from file://: console errors {errors}"
+    browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
+    try:
+        browser.get((SITE / f"{page}.html").as_uri())
+        root = browser.find_element(By.CSS_SELECTOR, ".sa-widget")
+        image = root.find_element(By.CSS_SELECTOR, ".sa-fallback img")
+        assert root.get_attribute("data-ready") is None and image.is_displayed()
+        assert len(image.get_attribute("alt")) > 40, f"{page}: the fallback image needs real alt text"
+        assert browser.execute_script("return arguments[0].naturalWidth;", image) > 100
+    finally:
+        browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})

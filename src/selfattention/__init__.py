@@ -26,6 +26,7 @@ The modules, in teaching order: ``scores`` (softmax), ``masks``, ``params``
 (weight containers), ``attention``, ``multihead``, ``encoder``, ``vision``,
 ``efficient``, ``positions``, ``decoding``, ``backward``, ``training``,
 ``tiny_encoder``, ``vit``, ``pretrained``; then ``interop`` (reading PyTorch), ``plotting``,
+``interactive`` (the site's interactive figures),
 ``exercises`` (the checkers), ``testing`` and ``measure`` (helpers for the
 tests, chapters and benchmarks).
 
@@ -83,7 +84,7 @@ _LAZY = {
     "vision_modules": ("PatchAttentionBlock", "ConvSelfAttention", "T2TAttention", "TinyViT"),
     "tiny_encoder_torch": ("TinyEncoderModule",),
 }
-_SUBMODULES = ("exercises", "testing", "measure", "vision_modules", "tiny_encoder_torch")
+_SUBMODULES = ("exercises", "testing", "measure", "vision_modules", "tiny_encoder_torch", "interactive")
 
 __all__ = [
     *scores.__all__,

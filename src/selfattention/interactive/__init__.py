@@ -1,0 +1,351 @@
+"""Interactive figures: data exported by the chapters' NumPy code, drawn by a small script, no server.
+
+Each builder returns an :class:`InteractiveFigure`. In a notebook it displays as
+HTML; on the book's website the same HTML is the page's figure. The HTML holds
+everything: the data (as JSON), the numbers a browser test compares the
+display with (``expected``), a static image with alt text (shown where scripts
+do not run), and the script and style (``widgets.js``, ``widgets.css``, about
+12 kB, shipped with the package). Nothing is fetched: the figure works from
+``file://``, offline, and in JupyterLab.
+
+- :func:`attention_explorer`: pick a layer and head, point at a token, read its
+  attention row (chapters 1 and 13);
+- :func:`softmax_stepper`: step through the online softmax, block by block
+  (chapter 7);
+- :func:`mask_builder`: causal, sliding-window and padding masks, combined
+  (chapter 9).
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from .._validation import as_float_array, check_all_finite, check_positive_int
+from ..efficient import online_softmax_update
+from ..masks import causal_mask, padding_mask, sliding_window_mask
+from ..scores import softmax
+
+__all__ = ["InteractiveFigure", "attention_explorer", "softmax_stepper", "mask_builder"]
+
+
+def _asset(name: str) -> str:
+    return resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
+
+
+def _json(value: Any) -> str:
+    """JSON safe inside a <script> element ("</" cannot end it early)."""
+    return json.dumps(value, separators=(",", ":")).replace("</", "<\\/")
+
+
+@dataclass(frozen=True)
+class InteractiveFigure:
+    """An interactive figure: its data, the values a test checks it shows, and a static fallback.
+
+    Attributes
+    ----------
+    kind : str
+        ``"explorer"``, ``"stepper"`` or ``"mask"``: which script draws it.
+    title : str
+        Shown above the figure.
+    data : dict
+        What the script draws, JSON-ready.
+    expected : dict
+        Values the chapter computed with NumPy, which the figure must display
+        (the site's browser tests drive the figure and compare).
+    fallback_png : bytes
+        The static image, for readers without scripts.
+    alt : str
+        The static image's alt text.
+    """
+
+    kind: str
+    title: str
+    data: dict[str, Any]
+    expected: dict[str, Any]
+    fallback_png: bytes = field(repr=False)
+    alt: str
+
+    def html(self) -> str:
+        """The whole figure as one self-contained HTML fragment."""
+        image = base64.b64encode(self.fallback_png).decode("ascii")
+        title = html.escape(self.title)
+        return (
+            f'<div class="sa-widget" data-kind="{self.kind}" role="group" aria-label="{title}">'
+            f"<style>{_asset('widgets.css')}</style>"
+            f'<p class="sa-title">{title}</p>'
+            f'<figure class="sa-fallback"><img src="data:image/png;base64,{image}" alt="{html.escape(self.alt)}">'
+            "</figure>"
+            f'<script type="application/json" class="sa-data">{_json(self.data)}</script>'
+            f'<script type="application/json" class="sa-expected">{_json(self.expected)}</script>'
+            f"<script>{_asset('widgets.js')}</script>"
+            "</div>"
+        )
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
+        return {"text/html": self.html(), "text/plain": f"{self.title} (interactive figure): {self.alt}"}
+
+
+def _png(figure: Any) -> bytes:
+    from ..plotting._common import pyplot
+
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=72, bbox_inches="tight", metadata={"Software": None})
+    pyplot().close(figure)
+    return buffer.getvalue()
+
+
+def _check_text(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"{name} must be a non-empty string; got {value!r}")
+    return value
+
+
+def attention_explorer(
+    texts: Sequence[tuple[str, Sequence[str], ArrayLike]],
+    *,
+    title: str,
+    alt: str,
+    layer: int = 0,
+    head: int = 0,
+    probes: Sequence[tuple[int, int, int, int]] = (),
+) -> InteractiveFigure:
+    """Pick a text, a layer and a head, point at a query token, and read its attention row.
+
+    Parameters
+    ----------
+    texts : sequence of (label, tokens, weights)
+        ``weights`` of shape (L, H, T, T) (or (T, T) for one head), the rows
+        summing to 1, with T = ``len(tokens)``. Shown to 3 decimals.
+    title, alt : str
+        The figure's title, and the alt text of its static image.
+    layer, head : int
+        Selected at first; the static image shows this head of the first text.
+    probes : sequence of (text, layer, head, query)
+        Rows the browser test selects and compares, as ``expected["rows"]``.
+
+    Returns
+    -------
+    InteractiveFigure
+
+    Raises
+    ------
+    ValueError
+        If a text's weights do not have the shape of its tokens, rows do not
+        sum to 1, the texts disagree on L and H, or an index is out of range.
+
+    Notes
+    -----
+    See chapters 1 and 13.
+    """
+    from ..plotting import plot_attention
+
+    _check_text(title, "title")
+    _check_text(alt, "alt")
+    if isinstance(texts, (str, bytes)) or not isinstance(texts, Sequence) or not texts:
+        raise ValueError(f"texts must be a non-empty list of (label, tokens, weights); got {type(texts).__name__}")
+    entries, shapes = [], set()
+    for n, entry in enumerate(texts):
+        if not isinstance(entry, (tuple, list)) or len(entry) != 3:
+            raise ValueError(f"texts[{n}] must be a (label, tokens, weights) triple; got {entry!r:.60}")
+        label, tokens, weights = entry
+        _check_text(label, f"texts[{n}]'s label")
+        if isinstance(tokens, str) or not isinstance(tokens, Sequence) or not all(isinstance(t, str) for t in tokens):
+            raise ValueError(f"texts[{n}]'s tokens must be a list of strings; got {tokens!r:.60}")
+        w = as_float_array(weights, f"texts[{n}]'s weights")
+        if w.ndim == 2:
+            w = w[None, None]
+        T = len(tokens)
+        if w.ndim != 4 or w.shape[2:] != (T, T) or T == 0:
+            raise ValueError(
+                f"texts[{n}]'s weights must have shape (L, H, T, T) or (T, T) with T = {T} tokens; got {w.shape}"
+            )
+        check_all_finite(w, f"texts[{n}]'s weights")
+        if (w < 0).any() or not np.allclose(w.sum(axis=-1), 1.0, atol=1e-4):
+            raise ValueError(f"texts[{n}]'s weights must be attention weights: non-negative rows that sum to 1")
+        shapes.add(w.shape[:2])
+        entries.append((label, list(tokens), w.astype(np.float64)))
+    if len(shapes) != 1:
+        raise ValueError(f"every text must have the same number of layers and heads; got {sorted(shapes)}")
+    (L, H) = shapes.pop()
+    for name, value, stop in (("layer", layer, L), ("head", head, H)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < stop:
+            raise ValueError(f"{name} must be an integer in [0, {stop}); got {value!r}")
+    rows = []
+    for probe in probes:
+        if not isinstance(probe, (tuple, list)) or len(probe) != 4:
+            raise ValueError(f"each probe must be a (text, layer, head, query) quadruple; got {probe!r}")
+        n, p_layer, p_head, query = probe
+        T = len(entries[n][1]) if isinstance(n, int) and 0 <= n < len(entries) else -1
+        if T < 0 or not (0 <= p_layer < L and 0 <= p_head < H and 0 <= query < T):
+            raise ValueError(f"probe {tuple(probe)} is out of range for {len(entries)} texts, L={L}, H={H}")
+        row = np.round(entries[n][2][p_layer, p_head, query], 3)
+        rows.append({"text": n, "layer": p_layer, "head": p_head, "query": query, "row": row.tolist()})
+    data = {
+        "layers": L,
+        "heads": H,
+        "layer": int(layer),
+        "head": int(head),
+        "texts": [
+            {"label": label, "tokens": tokens, "weights": np.rint(w * 1000).astype(int).tolist()}
+            for label, tokens, w in entries
+        ],
+    }
+    label, tokens, w = entries[0]
+    ax = plot_attention(
+        w[layer, head], tokens, tokens, title=title if L == 1 else f"{title}: layer {layer}, head {head}"
+    )
+    return InteractiveFigure("explorer", title, data, {"rows": rows}, _png(ax.figure), alt)
+
+
+def softmax_stepper(
+    scores: ArrayLike, values: ArrayLike, block_size: int, *, title: str, alt: str
+) -> InteractiveFigure:
+    r"""Step through the online softmax of one query, one block of keys at a time.
+
+    Every step is computed by :func:`~selfattention.online_softmax_update`:
+    the block's largest score, the running maximum :math:`m`, the factor
+    :math:`e^{m_{old} - m}` that rescales the old sum, the running sum
+    :math:`\ell`, and the output so far :math:`o / \ell`. The last step is
+    compared with ``softmax(scores) @ values``.
+
+    Parameters
+    ----------
+    scores : array_like, shape (S,)
+        One query's scores against S keys (finite).
+    values : array_like, shape (S, Dv)
+    block_size : int
+        Keys per block; the last block may be shorter.
+    title, alt : str
+        The figure's title, and the alt text of its static image.
+
+    Returns
+    -------
+    InteractiveFigure
+        ``expected`` holds every step's numbers and the exact output.
+
+    Raises
+    ------
+    ValueError
+        If the shapes do not fit, a value is not finite, or ``block_size`` is
+        not a positive integer.
+
+    Notes
+    -----
+    See chapter 7.
+    """
+    from ..plotting._common import pyplot
+
+    _check_text(title, "title")
+    _check_text(alt, "alt")
+    s = as_float_array(scores, "scores").astype(np.float64)
+    v = as_float_array(values, "values").astype(np.float64)
+    if s.ndim != 1 or s.size == 0:
+        raise ValueError(f"scores must be one query's scores, shape (S,); got {s.shape}")
+    if v.ndim != 2 or v.shape[0] != s.size:
+        raise ValueError(f"values must have shape (S, Dv) = ({s.size}, Dv); got {v.shape}")
+    check_all_finite(s, "scores")
+    check_all_finite(v, "values")
+    block_size = check_positive_int(block_size, "block_size", at_most=s.size)
+    m, total, out = np.full((1, 1), -np.inf), np.zeros((1, 1)), np.zeros((1, v.shape[1]))
+    steps = []
+    for start in range(0, s.size, block_size):
+        block = s[None, start : start + block_size]  # (1, block)
+        new_m, total, out = online_softmax_update(m, total, out, block, v[start : start + block_size])
+        rescale = float(np.exp(m - new_m)[0, 0]) if np.isfinite(m[0, 0]) else 0.0
+        m = new_m
+        steps.append(
+            {
+                "block_max": float(block.max()),
+                "m": float(m[0, 0]),
+                "rescale": rescale,
+                "l": float(total[0, 0]),
+                "out": (out[0] / total[0, 0]).tolist(),
+            }
+        )
+    exact = softmax(s) @ v
+    difference = float(np.abs(exact - out[0] / total[0, 0]).max())
+    data = {
+        "scores": s.tolist(),
+        "block_size": block_size,
+        "steps": steps,
+        "exact": exact.tolist(),
+        "max_difference": difference,
+    }
+    fig, ax = pyplot().subplots(figsize=(6, 2.6))
+    blocks = np.arange(s.size) // block_size
+    ax.bar(np.arange(s.size), s, color=[f"C{b % 10}" for b in blocks])
+    ax.plot([st["m"] for st in steps for _ in range(block_size)][: s.size], "k--", label="running maximum m")
+    ax.set(xlabel="key", ylabel="score", title=title)
+    ax.legend(fontsize="small")
+    expected = {"steps": steps, "exact": exact.tolist(), "max_difference": difference}
+    return InteractiveFigure("stepper", title, data, expected, _png(fig), alt)
+
+
+def mask_builder(
+    T: int, windows: Sequence[int] = (2, 3), lengths: Sequence[int] | None = None, *, title: str, alt: str
+) -> InteractiveFigure:
+    """Build attention masks by combining a pattern (none, causal, sliding window) with padding.
+
+    Every mask is computed by the package: :func:`~selfattention.causal_mask`,
+    :func:`~selfattention.sliding_window_mask` and
+    :func:`~selfattention.padding_mask`, combined with a logical and.
+
+    Parameters
+    ----------
+    T : int
+        Tokens (queries = keys), at most 16.
+    windows : sequence of int
+        Sliding-window sizes to offer, each between 1 and T.
+    lengths : sequence of int, optional
+        Real-token counts to offer (the rest is padding); default T down to T - 3.
+    title, alt : str
+        The figure's title, and the alt text of its static image.
+
+    Returns
+    -------
+    InteractiveFigure
+        ``expected["masks"]`` holds every combination as rows of 0/1.
+
+    Raises
+    ------
+    ValueError
+        If T is not an integer in [1, 16], or a window or length is out of range.
+
+    Notes
+    -----
+    See chapter 9 (sliding windows), with chapter 3's causal and padding masks.
+    """
+    from ..plotting import plot_mask
+
+    _check_text(title, "title")
+    _check_text(alt, "alt")
+    T = check_positive_int(T, "T", at_most=16)
+    windows = [check_positive_int(w, "each window", at_most=T) for w in windows]
+    lengths = list(range(T, max(T - 4, 0), -1)) if lengths is None else lengths
+    lengths = [check_positive_int(n, "each length", at_most=T) for n in lengths]
+    patterns = {"none": np.ones((T, T), dtype=bool), "causal": causal_mask(T, dtype=bool)}
+    for w in windows:
+        patterns[f"window{w}"] = sliding_window_mask(T, w, dtype=bool)
+    names = {
+        "none": "none (full attention)",
+        "causal": "causal",
+        **{f"window{w}": f"sliding window of {w}" for w in windows},
+    }
+    masks = {}
+    for key, pattern in patterns.items():
+        for n in lengths:
+            mask = pattern & padding_mask([n], T)[0]  # (T, T): and the real keys, (1, T)
+            masks[f"{key},{n}"] = ["".join("1" if b else "0" for b in row) for row in mask]
+    data = {"T": T, "patterns": [[key, names[key]] for key in patterns], "lengths": lengths, "masks": masks}
+    ax = plot_mask(patterns["causal"], title=f"{title}: causal, {T} tokens")
+    return InteractiveFigure("mask", title, data, {"masks": masks}, _png(ax.figure), alt)

@@ -1,0 +1,124 @@
+"""The interactive figures' data come from the package's NumPy code, and their HTML is self-contained."""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+
+import numpy as np
+import pytest
+
+import selfattention as sa
+from selfattention import interactive as ia
+
+RNG = np.random.default_rng(0)
+WEIGHTS = sa.softmax(RNG.normal(size=(2, 3, 4, 4)))
+TOKENS = ["a", "b", "c", "d"]
+
+
+def _explorer(**kwargs):
+    options = {"title": "t", "alt": "a heatmap", **kwargs}
+    return ia.attention_explorer([("text", TOKENS, WEIGHTS)], **options)
+
+
+def _embedded(figure, kind):
+    match = re.search(rf'<script type="application/json" class="sa-{kind}">(.*?)</script>', figure.html(), re.S)
+    return json.loads(match[1])
+
+
+def test_the_javascript_added_stays_under_the_issues_budget():
+    js = resources.files("selfattention.interactive").joinpath("widgets.js").read_bytes()
+    css = resources.files("selfattention.interactive").joinpath("widgets.css").read_bytes()
+    assert len(js) < 100_000 and len(css) < 20_000, (len(js), len(css))
+    assert not re.search(rb"https?://|import\(|fetch\(|XMLHttpRequest", js), "the script must not load anything"
+
+
+def test_the_html_is_self_contained():
+    page = _explorer().html()
+    assert not re.search(r"""(src|href)=["'](?!data:)""", page), "nothing may be loaded from a file or a server"
+    assert page.count("<script>") == 1 and 'alt="a heatmap"' in page and 'src="data:image/png;base64,' in page
+    assert _embedded(_explorer(), "data")["layers"] == 2
+
+
+def test_json_cannot_close_its_script_element():
+    figure = ia.attention_explorer([("</script><b>", ["</script>", "x"], np.full((2, 2), 0.5))], title="t", alt="a")
+    assert figure.html().count("</script>") == 3  # data, expected, the script itself
+    assert _embedded(figure, "data")["texts"][0]["label"] == "</script><b>"
+
+
+def test_explorer_rows_are_the_weights_to_three_decimals():
+    figure = _explorer(layer=1, head=2, probes=[(0, 1, 2, 3), (0, 0, 0, 0)])
+    shown = np.array(figure.data["texts"][0]["weights"]) / 1000
+    np.testing.assert_allclose(shown, WEIGHTS, atol=5e-4)
+    assert figure.expected["rows"][0]["row"] == np.round(WEIGHTS[1, 2, 3], 3).tolist()
+    assert (figure.data["layer"], figure.data["head"]) == (1, 2)
+    single = ia.attention_explorer([("one head", TOKENS, WEIGHTS[0, 0])], title="t", alt="a")
+    assert (single.data["layers"], single.data["heads"]) == (1, 1)
+
+
+def test_stepper_steps_are_online_softmax_updates():
+    scores, values = RNG.normal(size=10) * 3, RNG.normal(size=(10, 2))
+    figure = ia.softmax_stepper(scores, values, 4, title="t", alt="a")
+    steps = figure.expected["steps"]
+    assert len(steps) == 3 and steps[0]["rescale"] == 0.0
+    m, total = -np.inf, 0.0
+    for step, start in zip(steps, range(0, 10, 4), strict=True):
+        block = scores[start : start + 4]
+        new_m = max(m, block.max())
+        assert step["rescale"] == pytest.approx(np.exp(m - new_m) if np.isfinite(m) else 0.0)
+        total = np.exp(m - new_m) * total + np.exp(block - new_m).sum()
+        m = new_m
+        assert (step["m"], step["l"], step["block_max"]) == pytest.approx((m, total, block.max()))
+    np.testing.assert_allclose(steps[-1]["out"], sa.softmax(scores) @ values, rtol=1e-12)
+    assert figure.expected["max_difference"] < 1e-12
+
+
+def test_mask_builder_masks_are_the_packages():
+    figure = ia.mask_builder(6, windows=(2,), lengths=(6, 4), title="t", alt="a")
+    assert [key for key, _ in figure.data["patterns"]] == ["none", "causal", "window2"]
+    expected = sa.combine_masks(sa.sliding_window_mask(6, 2, dtype=bool), sa.padding_mask([4], 6)[0])
+    assert figure.data["masks"]["window2,4"] == ["".join("1" if b else "0" for b in row) for row in expected]
+    assert figure.data["masks"]["none,6"] == ["111111"] * 6
+    assert figure.data["masks"]["causal,6"][2] == "111000"
+
+
+def test_a_figure_displays_as_html_in_a_notebook():
+    bundle = _explorer()._repr_mimebundle_()
+    assert set(bundle) == {"text/html", "text/plain"} and "interactive figure" in bundle["text/plain"]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: ia.attention_explorer([], title="t", alt="a"), "texts must be a non-empty list"),
+        (lambda: ia.attention_explorer("abc", title="t", alt="a"), "texts must be a non-empty list"),
+        (lambda: ia.attention_explorer([("x", TOKENS)], title="t", alt="a"), r"texts\[0\] must be a \(label, tokens"),
+        (lambda: ia.attention_explorer([("", TOKENS, WEIGHTS)], title="t", alt="a"), "label must be a non-empty"),
+        (lambda: ia.attention_explorer([("x", "abcd", WEIGHTS)], title="t", alt="a"), "tokens must be a list of str"),
+        (lambda: ia.attention_explorer([("x", TOKENS[:3], WEIGHTS)], title="t", alt="a"), "with T = 3 tokens"),
+        (lambda: ia.attention_explorer([("x", TOKENS, WEIGHTS * 2)], title="t", alt="a"), "rows that sum to 1"),
+        (lambda: ia.attention_explorer([("x", TOKENS, -WEIGHTS)], title="t", alt="a"), "non-negative"),
+        (
+            lambda: ia.attention_explorer([("x", TOKENS, WEIGHTS), ("y", TOKENS, WEIGHTS[:1])], title="t", alt="a"),
+            "the same number of layers and heads",
+        ),
+        (lambda: _explorer(layer=2), r"layer must be an integer in \[0, 2\); got 2"),
+        (lambda: _explorer(head=True), "head must be an integer"),
+        (lambda: _explorer(probes=[(0, 0, 0, 4)]), r"probe \(0, 0, 0, 4\) is out of range"),
+        (lambda: _explorer(probes=[(0, 0)]), "quadruple"),
+        (lambda: _explorer(title=""), "title must be a non-empty string"),
+        (lambda: _explorer(alt=None), "alt must be a non-empty string"),
+        (lambda: ia.softmax_stepper(np.ones((2, 2)), np.ones((2, 1)), 1, title="t", alt="a"), r"shape \(S,\)"),
+        (lambda: ia.softmax_stepper(np.ones(3), np.ones((2, 1)), 1, title="t", alt="a"), r"\(S, Dv\) = \(3, Dv\)"),
+        (lambda: ia.softmax_stepper([np.inf, 0.0], np.ones((2, 1)), 1, title="t", alt="a"), "infinite"),
+        (lambda: ia.softmax_stepper(np.ones(3), np.ones((3, 1)), 0, title="t", alt="a"), "block_size must be"),
+        (lambda: ia.softmax_stepper(np.ones(3), np.ones((3, 1)), 4, title="t", alt="a"), "at most 3"),
+        (lambda: ia.mask_builder(17, title="t", alt="a"), "T must be at most 16"),
+        (lambda: ia.mask_builder(4, windows=(5,), title="t", alt="a"), "each window must be at most 4"),
+        (lambda: ia.mask_builder(4, lengths=(0,), title="t", alt="a"), "each length must be a positive integer"),
+    ],
+)
+def test_bad_input_is_a_value_error(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
