@@ -384,6 +384,18 @@ def test_the_mask_builder_shows_the_packages_masks(browser, site_url):
         assert bits == expected["masks"][key], key
         allowed = sum(row.count("1") for row in bits)
         assert root.find_element(By.CSS_SELECTOR, ".sa-status").text.startswith(f"{allowed} of {T * T}")
+    # Keyboard: the down arrow on the pattern menu picks the next pattern, a window of 2.
+    from selenium.webdriver.common.keys import Keys
+
+    _choose(root, "Pattern", "causal")
+    _choose(root, "Real tokens (the rest is padding)", "8")
+    menu = root.find_element(By.XPATH, ".//label[normalize-space()='Pattern']/following-sibling::select")
+    menu.send_keys(Keys.ARROW_DOWN)
+    cells = root.find_elements(By.CSS_SELECTOR, ".sa-cell")
+    shown = [
+        "".join("1" if "sa-on" in cells[i * 8 + j].get_attribute("class") else "0" for j in range(8)) for i in range(8)
+    ]
+    assert shown == expected["masks"]["window2,8"]
 
 
 def _contrast(rgb_a: str, rgb_b: str) -> float:
