@@ -122,3 +122,64 @@ def test_a_figure_displays_as_html_in_a_notebook():
 def test_bad_input_is_a_value_error(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+def test_markup_in_any_text_cannot_break_the_page():
+    nasty = ["<!--<script>", "</script><img src=x onerror=alert(1)>", "a & b > c"]
+    figure = ia.attention_explorer([(nasty[0], nasty, np.full((3, 3), 1 / 3))], title=nasty[1], alt=nasty[2])
+    page = figure.html()
+    data = re.search(r'class="sa-data">(.*?)</script>', page, re.S)[1]
+    assert "<" not in data and ">" not in data and "&" not in data
+    assert json.loads(data)["texts"][0]["tokens"] == nasty
+    assert "<img src=x" not in page and page.count("<script") == 3  # data, expected, code
+
+
+def test_sizes_and_edge_cases():
+    with pytest.raises(ValueError, match="at most 100,000"):
+        ia.attention_explorer(
+            [("x", [f"t{i}" for i in range(60)], np.full((6, 12, 60, 60), 1 / 60))], title="t", alt="a"
+        )
+    with pytest.raises(ValueError, match="at most 64"):
+        ia.attention_explorer([("x", ["t"] * 65, np.full((65, 65), 1 / 65))], title="t", alt="a")
+    with pytest.raises(ValueError, match="at most 64 keys"):
+        ia.softmax_stepper(np.zeros(65), np.zeros((65, 1)), 1, title="t", alt="a")
+    with pytest.raises(ValueError, match="overflow"):
+        ia.softmax_stepper([0.0, 0.0], [[1.7e308], [1.7e308]], 2, title="t", alt="a")
+    with pytest.raises(ValueError, match="Dv >= 1"):
+        ia.softmax_stepper([0.5, 1.0], np.zeros((2, 0)), 1, title="t", alt="a")
+    one = ia.softmax_stepper([2.0], [[1.0]], 1, title="t", alt="a")
+    assert one.expected["steps"][0]["out"] == [1.0]
+    assert [key for key, _ in ia.mask_builder(1, title="t", alt="a").data["patterns"]] == ["none", "causal"]
+    assert ia.mask_builder(4, lengths=[3, 3, 4], title="t", alt="a").data["lengths"] == [4, 3]
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: _explorer(probes=[(0, 0, 0, False)]), "four integers"),
+        (lambda: _explorer(probes=[(0, 0, 0, 1.0)]), "four integers"),
+        (lambda: _explorer(probes=[(0, 0, 0, "1")]), "four integers"),
+        (lambda: _explorer(probes=5), "probes must be a list"),
+        (lambda: ia.attention_explorer([("x", ["a", " "], np.full((2, 2), 0.5))], title="t", alt="a"), "blank"),
+        (lambda: ia.mask_builder(4, lengths=[], title="t", alt="a"), "at least one count"),
+        (lambda: ia.mask_builder(4, windows=2, title="t", alt="a"), "windows must be a sequence"),
+        (lambda: ia.InteractiveFigure('x" onmouseover="', "t", {}, {}, b"\x89PNG", "a"), "kind must be one of"),
+        (lambda: ia.InteractiveFigure("mask", 5, {}, {}, b"\x89PNG", "a"), "title must be a non-empty string"),
+        (lambda: ia.InteractiveFigure("mask", "t", [], {}, b"\x89PNG", "a"), "data must be a dict"),
+        (lambda: ia.InteractiveFigure("mask", "t", {}, {}, b"GIF", "a"), "PNG"),
+    ],
+)
+def test_more_bad_input(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_numpy_integer_probes_are_accepted():
+    figure = _explorer(probes=[(np.int64(0), np.int64(1), 2, np.int32(3))])
+    assert figure.expected["rows"][0]["query"] == 3 and json.loads(json.dumps(figure.expected))
+    figure.html()
+
+
+def test_the_script_holds_nothing_an_html_parser_would_read_as_markup():
+    js = resources.files("selfattention.interactive").joinpath("widgets.js").read_text()
+    assert "<script" not in js and "</" not in js and "<!--" not in js

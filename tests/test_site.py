@@ -363,6 +363,7 @@ def test_the_online_softmax_stepper_shows_every_step(browser, site_url):
         assert out == pytest.approx(step["out"], abs=5e-5)
     assert [float(x) for x in shown("exact").strip("[]").split(",")] == pytest.approx(expected["exact"], abs=5e-5)
     assert shown("difference") == "below 1e-12" and forward.get_attribute("disabled")
+    assert browser.switch_to.active_element == back, "the keyboard focus must stay in the figure at the last block"
     back.send_keys(Keys.ARROW_LEFT)  # the arrow keys step too
     assert shown("step") == f"{len(expected['steps']) - 1} of {len(expected['steps'])}"
 
@@ -398,9 +399,19 @@ def test_the_mask_builder_shows_the_packages_masks(browser, site_url):
     assert shown == expected["masks"]["window2,8"]
 
 
+def _over(css: str, background: str) -> str:
+    """An rgba() colour composed over an opaque background, as rgb()."""
+    numbers = [float(x) for x in re.findall(r"[\d.]+", css)]
+    base = [float(x) for x in re.findall(r"[\d.]+", background)[:3]]
+    alpha = numbers[3] if len(numbers) > 3 else 1.0
+    return "rgb({}, {}, {})".format(
+        *(round(c * alpha + b * (1 - alpha)) for c, b in zip(numbers[:3], base, strict=True))
+    )
+
+
 def _contrast(rgb_a: str, rgb_b: str) -> float:
     def luminance(css: str) -> float:
-        channels = [int(x) / 255 for x in re.findall(r"\d+", css)[:3]]
+        channels = [float(x) / 255 for x in re.findall(r"[\d.]+", css)[:3]]
         linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
         return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
 
@@ -418,6 +429,20 @@ def test_interactive_figures_follow_the_theme_and_fit_a_phone(browser, site_url,
             "const s = getComputedStyle(arguments[0]); return [s.color, s.backgroundColor];", root
         )
         assert _contrast(*colours[theme]) >= 4.5, f"{page}, {theme} theme: text {colours[theme]} is hard to read"
+        # The most highlighted parts: the heaviest token, the current block, a mask cell that attends.
+        parts = browser.execute_script(
+            "const root = arguments[0], pick = s => Array.from(root.querySelectorAll(s));"
+            "const heaviest = pick('.sa-token').sort((a, b) => b.style.getPropertyValue('--sa-weight')"
+            "  - a.style.getPropertyValue('--sa-weight'))[0];"
+            "const current = root.querySelector('button.sa-step:not([disabled])');"
+            "if (current && root.querySelectorAll('.sa-current').length === 0) current.click();"
+            "return [heaviest, root.querySelector('.sa-current'), root.querySelector('.sa-on')].filter(e => e)"
+            "  .map(e => [getComputedStyle(e).color, getComputedStyle(e).backgroundColor]);",
+            root,
+        )
+        for colour, background in parts:
+            ratio = _contrast(colour, _over(background, colours[theme][1]))
+            assert ratio >= 4.5, f"{page}, {theme} theme: {colour} on {background} has contrast {ratio:.2f}"
     assert colours["light"] != colours["dark"], f"{page}: the figure ignores the dark theme"
     browser.set_window_size(390, 844)
     try:

@@ -42,9 +42,20 @@ def _asset(name: str) -> str:
     return resources.files(__name__).joinpath(name).read_text(encoding="utf-8")
 
 
+_KINDS = ("explorer", "stepper", "mask")
+# Limits that keep one figure's page light (the data is inlined in the page).
+MAX_EXPLORER_VALUES = 100_000  # L * H * T * T over all texts: about 400 kB of JSON
+MAX_TOKENS = 64
+MAX_KEYS, MAX_VALUE_WIDTH = 64, 8
+
+
 def _json(value: Any) -> str:
-    """JSON safe inside a <script> element ("</" cannot end it early)."""
-    return json.dumps(value, separators=(",", ":")).replace("</", "<\\/")
+    """JSON safe inside a <script> element: no "<", ">" or "&" at all (no "</script>", no "<!--")."""
+    try:
+        text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    except ValueError:
+        raise ValueError("the figure's data must be finite numbers; got NaN or an infinity") from None
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 @dataclass(frozen=True)
@@ -74,6 +85,17 @@ class InteractiveFigure:
     expected: dict[str, Any]
     fallback_png: bytes = field(repr=False)
     alt: str
+
+    def __post_init__(self) -> None:
+        if self.kind not in _KINDS:
+            raise ValueError(f"kind must be one of {_KINDS}; got {self.kind!r}")
+        _check_text(self.title, "title")
+        _check_text(self.alt, "alt")
+        for name in ("data", "expected"):
+            if not isinstance(getattr(self, name), dict):
+                raise ValueError(f"{name} must be a dict; got {type(getattr(self, name)).__name__}")
+        if not isinstance(self.fallback_png, bytes) or not self.fallback_png.startswith(b"\x89PNG"):
+            raise ValueError("fallback_png must be the bytes of a PNG image")
 
     def html(self) -> str:
         """The whole figure as one self-contained HTML fragment."""
@@ -165,6 +187,11 @@ def attention_explorer(
         if w.ndim == 2:
             w = w[None, None]
         T = len(tokens)
+        blank = [i for i, t in enumerate(tokens) if not t.strip()]
+        if blank:
+            raise ValueError(f"texts[{n}]'s tokens must not be blank (a button needs a name); token {blank[0]} is")
+        if T > MAX_TOKENS:
+            raise ValueError(f"texts[{n}] has {T} tokens; an explorer shows at most {MAX_TOKENS}")
         if w.ndim != 4 or w.shape[2:] != (T, T) or T == 0:
             raise ValueError(
                 f"texts[{n}]'s weights must have shape (L, H, T, T) or (T, T) with T = {T} tokens; got {w.shape}"
@@ -177,17 +204,29 @@ def attention_explorer(
     if len(shapes) != 1:
         raise ValueError(f"every text must have the same number of layers and heads; got {sorted(shapes)}")
     (L, H) = shapes.pop()
+    values = sum(w.size for _, _, w in entries)
+    if values > MAX_EXPLORER_VALUES:
+        raise ValueError(
+            f"the texts hold {values:,} weights; an explorer embeds at most {MAX_EXPLORER_VALUES:,} in its page "
+            "(use fewer or shorter texts)"
+        )
     for name, value, stop in (("layer", layer, L), ("head", head, H)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < stop:
             raise ValueError(f"{name} must be an integer in [0, {stop}); got {value!r}")
     rows = []
+    if isinstance(probes, (str, bytes)) or not isinstance(probes, Sequence):
+        raise ValueError(f"probes must be a list of (text, layer, head, query); got {type(probes).__name__}")
     for probe in probes:
         if not isinstance(probe, (tuple, list)) or len(probe) != 4:
             raise ValueError(f"each probe must be a (text, layer, head, query) quadruple; got {probe!r}")
-        n, p_layer, p_head, query = probe
-        T = len(entries[n][1]) if isinstance(n, int) and 0 <= n < len(entries) else -1
+        if not all(isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in probe):
+            raise ValueError(f"each probe must hold four integers (text, layer, head, query); got {tuple(probe)!r}")
+        n, p_layer, p_head, query = (int(i) for i in probe)
+        T = len(entries[n][1]) if 0 <= n < len(entries) else -1
         if T < 0 or not (0 <= p_layer < L and 0 <= p_head < H and 0 <= query < T):
-            raise ValueError(f"probe {tuple(probe)} is out of range for {len(entries)} texts, L={L}, H={H}")
+            raise ValueError(
+                f"probe {(n, p_layer, p_head, query)} is out of range for {len(entries)} texts, L={L}, H={H}"
+            )
         row = np.round(entries[n][2][p_layer, p_head, query], 3)
         rows.append({"text": n, "layer": p_layer, "head": p_head, "query": query, "row": row.tolist()})
     data = {
@@ -196,7 +235,12 @@ def attention_explorer(
         "layer": int(layer),
         "head": int(head),
         "texts": [
-            {"label": label, "tokens": tokens, "weights": np.rint(w * 1000).astype(int).tolist()}
+            {
+                "label": label,
+                "tokens": tokens,
+                "weights": np.rint(w * 1000).astype(int).tolist(),  # per mille: three decimals
+                "best": w.argmax(axis=-1).tolist(),  # (L, H, T): each row's key of largest weight, before rounding
+            }
             for label, tokens, w in entries
         ],
     }
@@ -251,8 +295,13 @@ def softmax_stepper(
     v = as_float_array(values, "values").astype(np.float64)
     if s.ndim != 1 or s.size == 0:
         raise ValueError(f"scores must be one query's scores, shape (S,); got {s.shape}")
-    if v.ndim != 2 or v.shape[0] != s.size:
-        raise ValueError(f"values must have shape (S, Dv) = ({s.size}, Dv); got {v.shape}")
+    if v.ndim != 2 or v.shape[0] != s.size or v.shape[1] == 0:
+        raise ValueError(f"values must have shape (S, Dv) = ({s.size}, Dv) with Dv >= 1; got {v.shape}")
+    if s.size > MAX_KEYS or v.shape[1] > MAX_VALUE_WIDTH:
+        raise ValueError(
+            f"a stepper shows at most {MAX_KEYS} keys and values of width {MAX_VALUE_WIDTH}; got S={s.size}, "
+            f"Dv={v.shape[1]}"
+        )
     check_all_finite(s, "scores")
     check_all_finite(v, "values")
     block_size = check_positive_int(block_size, "block_size", at_most=s.size)
@@ -260,7 +309,8 @@ def softmax_stepper(
     steps = []
     for start in range(0, s.size, block_size):
         block = s[None, start : start + block_size]  # (1, block)
-        new_m, total, out = online_softmax_update(m, total, out, block, v[start : start + block_size])
+        with np.errstate(over="ignore", invalid="ignore"):  # checked below: an overflow is refused
+            new_m, total, out = online_softmax_update(m, total, out, block, v[start : start + block_size])
         rescale = float(np.exp(m - new_m)[0, 0]) if np.isfinite(m[0, 0]) else 0.0
         m = new_m
         steps.append(
@@ -272,8 +322,11 @@ def softmax_stepper(
                 "out": (out[0] / total[0, 0]).tolist(),
             }
         )
-    exact = softmax(s) @ v
-    difference = float(np.abs(exact - out[0] / total[0, 0]).max())
+    with np.errstate(over="ignore", invalid="ignore"):
+        exact = softmax(s) @ v
+        difference = float(np.abs(exact - out[0] / total[0, 0]).max())
+    if not (np.isfinite(exact).all() and np.isfinite(difference) and all(np.isfinite(st["out"]).all() for st in steps)):
+        raise ValueError("the values are so large that the weighted sums overflow float64; scale them down")
     data = {
         "scores": s.tolist(),
         "block_size": block_size,
@@ -292,7 +345,7 @@ def softmax_stepper(
 
 
 def mask_builder(
-    T: int, windows: Sequence[int] = (2, 3), lengths: Sequence[int] | None = None, *, title: str, alt: str
+    T: int, windows: Sequence[int] | None = None, lengths: Sequence[int] | None = None, *, title: str, alt: str
 ) -> InteractiveFigure:
     """Build attention masks by combining a pattern (none, causal, sliding window) with padding.
 
@@ -304,8 +357,9 @@ def mask_builder(
     ----------
     T : int
         Tokens (queries = keys), at most 16.
-    windows : sequence of int
-        Sliding-window sizes to offer, each between 1 and T.
+    windows : sequence of int, optional
+        Sliding-window sizes to offer, each between 1 and T; default 2 and 3
+        (those not above T).
     lengths : sequence of int, optional
         Real-token counts to offer (the rest is padding); default T down to T - 3.
     title, alt : str
@@ -330,9 +384,15 @@ def mask_builder(
     _check_text(title, "title")
     _check_text(alt, "alt")
     T = check_positive_int(T, "T", at_most=16)
-    windows = [check_positive_int(w, "each window", at_most=T) for w in windows]
+    for name, value in (("windows", windows), ("lengths", lengths)):
+        if value is not None and (isinstance(value, (str, bytes)) or not isinstance(value, Sequence)):
+            raise ValueError(f"{name} must be a sequence of integers; got {type(value).__name__}")
+    windows = [w for w in (2, 3) if w <= T] if windows is None else windows
+    windows = sorted({check_positive_int(w, "each window", at_most=T) for w in windows})
     lengths = list(range(T, max(T - 4, 0), -1)) if lengths is None else lengths
-    lengths = [check_positive_int(n, "each length", at_most=T) for n in lengths]
+    if not lengths:
+        raise ValueError("lengths must offer at least one count of real tokens; got an empty sequence")
+    lengths = sorted({check_positive_int(n, "each length", at_most=T) for n in lengths}, reverse=True)
     patterns = {"none": np.ones((T, T), dtype=bool), "causal": causal_mask(T, dtype=bool)}
     for w in windows:
         patterns[f"window{w}"] = sliding_window_mask(T, w, dtype=bool)

@@ -1,6 +1,6 @@
 /* Self-Attention from Scratch: interactive figures. No dependencies, no network.
  * Each figure is a <div class="sa-widget" data-kind="..."> holding its data in a
- * <script type="application/json" class="sa-data"> and a static fallback figure,
+ * JSON script element of class sa-data, and a static fallback figure,
  * which stays visible where scripts do not run. Every number shown comes from the
  * data, which the chapter's NumPy code exported. Written for the course; MIT licence. */
 (function () {
@@ -48,7 +48,7 @@
     if (data.heads > 1) controls.appendChild(labelled("Head", headSelect));
     var tokens = el("div", { "class": "sa-tokens", role: "toolbar", "aria-label": "query token" });
     var status = el("p", { "class": "sa-status", "aria-live": "polite" });
-    var table = el("div", { "class": "sa-rows" });
+    var table = el("div", { "class": "sa-rows", role: "list", "aria-label": "the query's weight on each key" });
     root.appendChild(controls);
     root.appendChild(el("p", { "class": "sa-hint", text: "Point at, click or tab to a query token; the arrow keys move along the sentence." }));
     root.appendChild(tokens);
@@ -84,8 +84,7 @@
     function draw() {
       var words = data.texts[state.text].tokens;
       var weights = row();
-      var best = 0;
-      weights.forEach(function (w, j) { if (w > weights[best]) best = j; });
+      var best = data.texts[state.text].best[state.layer][state.head][state.query];  // from the unrounded weights
       Array.prototype.forEach.call(tokens.children, function (button, j) {
         button.setAttribute("aria-pressed", j === state.query ? "true" : "false");
         button.style.setProperty("--sa-weight", String(weights[j] / 1000));
@@ -97,7 +96,7 @@
       words.forEach(function (word, j) {
         var bar = el("span", { "class": "sa-bar" });
         bar.style.width = (weights[j] / 10) + "%";
-        table.appendChild(el("div", { "class": "sa-row", "data-key": j }, [
+        table.appendChild(el("div", { "class": "sa-row", role: "listitem", "data-key": j }, [
           el("span", { "class": "sa-key", text: word }),
           el("span", { "class": "sa-track" }, [bar]),
           el("span", { "class": "sa-value", text: fmt(weights[j] / 1000, 3) })
@@ -118,14 +117,14 @@
     var back = el("button", { type: "button", "class": "sa-step", text: "\u2190 previous block" });
     var forward = el("button", { type: "button", "class": "sa-step", text: "next block \u2192" });
     var controls = el("div", { "class": "sa-controls" }, [back, forward]);
-    var keys = el("div", { "class": "sa-keys", "aria-label": "the query's scores, key by key" });
+    var keys = el("div", { "class": "sa-keys", role: "list", "aria-label": "the query's scores, key by key" });
     var readout = el("dl", { "class": "sa-readout", "aria-live": "polite" });
     root.appendChild(el("p", { "class": "sa-hint", text: "Step through the key blocks with the buttons or the arrow keys." }));
     root.appendChild(controls);
     root.appendChild(keys);
     root.appendChild(readout);
     data.scores.forEach(function (score, j) {
-      keys.appendChild(el("span", { "class": "sa-score", "data-block": Math.floor(j / data.block_size), text: fmt(score, 2) }));
+      keys.appendChild(el("span", { "class": "sa-score", role: "listitem", "data-block": Math.floor(j / data.block_size), text: fmt(score, 2) }));
     });
     function item(name, value, key) {
       readout.appendChild(el("dt", { text: name }));
@@ -158,7 +157,14 @@
         item("largest difference", data.max_difference < 1e-12 ? "below 1e-12" : String(data.max_difference), "difference");
       }
     }
-    function go(delta) { step = Math.max(0, Math.min(last, step + delta)); draw(); }
+    function go(delta) {
+      step = Math.max(0, Math.min(last, step + delta));
+      var focused = document.activeElement;
+      draw();
+      // A button that disables itself would drop the keyboard focus to the page: hand it to the other one.
+      if (focused === forward && forward.disabled) back.focus();
+      if (focused === back && back.disabled) forward.focus();
+    }
     back.addEventListener("click", function () { go(-1); });
     forward.addEventListener("click", function () { go(1); });
     root.addEventListener("keydown", function (event) {
@@ -184,7 +190,7 @@
     function draw() {
       var mask = data.masks[pattern.value + "," + lengths.value];
       grid.innerHTML = "";
-      grid.style.gridTemplateColumns = "repeat(" + data.T + ", 1fr)";
+      grid.style.gridTemplateColumns = "repeat(" + data.T + ", minmax(0, 1fr))";
       var allowed = 0;
       mask.forEach(function (bits, i) {
         bits.split("").forEach(function (bit, j) {
