@@ -605,3 +605,14 @@ def test_chapter_13_checkers_fail_cleanly_on_non_finite_or_huge_answers(answer):
     for check in (check_parameter_count, check_previous_token_head):
         result = check(lambda *args: answer)
         assert result.status == "FAIL" and "could not compare" not in result.detail, repr(result)
+
+
+def test_embed_is_the_first_blocks_input(model):
+    ids, keep = model.token_ids(TEXTS[:2])
+    e = model.embeddings
+    by_hand = sa.layer_norm(
+        e.word[ids] + e.position[: ids.shape[1]] + e.token_type[0], e.norm.weight, e.norm.bias, 1e-12
+    )
+    np.testing.assert_array_equal(model.embed(ids), by_hand)
+    with pytest.raises(ValueError, match=r"ids must lie in \[0, 30522\)"):
+        model.embed([[30522]])

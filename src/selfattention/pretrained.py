@@ -392,10 +392,8 @@ class MiniLM(_Container):
         """
         return_weights = check_bool(return_weights, "return_weights")
         ids, keep = self._check_ids(ids, keep)
-        e, c = self.embeddings, self.config
-        T = ids.shape[1]
-        x = e.word[ids] + e.position[:T] + e.token_type[0]  # (N, T, D)
-        x = layer_norm(x, e.norm.weight, e.norm.bias, c.layer_norm_eps)
+        c = self.config
+        x = self._embed(ids)  # (N, T, D)
         mask = keep[:, None, None, :]  # (N, 1, 1, T): every head and query of example n sees its real keys
         all_weights = []
         for block in self.layers:
@@ -407,6 +405,26 @@ class MiniLM(_Container):
             else:  # keep no weights: each layer's (N, H, T, T) array is freed as soon as it is used
                 x = encoder_block(x, block, c.num_heads, mask=mask, activation="gelu", eps=c.layer_norm_eps)
         return (x, np.stack(all_weights)) if return_weights else x
+
+    def embed(self, ids: ArrayLike) -> np.ndarray:
+        """The input of the first block: word, position and token-type embeddings, summed, then LayerNorm.
+
+        Parameters
+        ----------
+        ids : array_like of int, shape (N, T)
+            Word-piece ids, T at most the model's positions.
+
+        Returns
+        -------
+        numpy.ndarray, shape (N, T, D)
+        """
+        ids, _ = self._check_ids(ids, None)
+        return self._embed(ids)
+
+    def _embed(self, ids: np.ndarray) -> np.ndarray:
+        e = self.embeddings
+        x = e.word[ids] + e.position[: ids.shape[1]] + e.token_type[0]  # (N, T, D): three lookups, summed
+        return layer_norm(x, e.norm.weight, e.norm.bias, self.config.layer_norm_eps)
 
     def _check_ids(self, ids: ArrayLike, keep: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
         ids = as_array(ids, "ids")
