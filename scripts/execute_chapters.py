@@ -6,10 +6,17 @@ Used by ``make execute``. The kernel is this interpreter's (the venv's), the
 working directory is the chapter's folder, no timing metadata is written, and
 consecutive prints are merged into one output (the kernel splits them by
 timing), so that a re-run changes a notebook only where its outputs changed.
+
+Each chapter's wall time (kernel start included) is printed and recorded, with
+the commit and the machine's numerics, in ``_build/execute/times.json``: the
+README's table of chapter times comes from such a record. Times are measured,
+never asserted.
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,6 +25,7 @@ import nbformat
 from nbclient import NotebookClient
 
 CELL_TIMEOUT_SECONDS = 600
+RECORD = Path("_build/execute/times.json")
 
 
 def execute(path: Path) -> tuple[nbformat.NotebookNode, float]:
@@ -60,11 +68,26 @@ def main(paths: list[str]) -> int:
     if not paths:
         print(__doc__)
         return 2
+    from selfattention.machine import numerics
+
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], capture_output=True, text=True).stdout.strip()
+
+    commit = git("rev-parse", "--short", "HEAD") or "unknown"
+    if git("status", "--porcelain", "--untracked-files=no", "--", "src", "chapters"):
+        commit += " with uncommitted changes to src/ or chapters/"
+
+    times = {}
     for name in paths:
         path = Path(name)
         notebook, seconds = execute(path)
         nbformat.write(notebook, path)
+        times[path.name] = round(seconds, 1)
         print(f"{path}: executed in {seconds:.1f} s")
+    RECORD.parent.mkdir(parents=True, exist_ok=True)
+    record = {"commit": commit, "numerics": numerics(), "seconds": times}
+    RECORD.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"recorded in {RECORD}: commit {commit}")
     return 0
 
 

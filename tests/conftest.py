@@ -23,3 +23,30 @@ import pytest
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
+
+
+# Fixtures that load a reference library (transformers' code or BertModel, sentence-transformers, a saved
+# checkpoint): a test that uses one is slow, so make unit (-m "not slow") leaves it to make test.
+SLOW_FIXTURES = {"bert", "sentence_transformer", "tiny_checkpoint", "hf"}
+
+
+@pytest.fixture(scope="session")
+def hf():
+    """Hugging Face's reference code (transformers' Llama, Bloom, Marian and XLM modules), imported on first use."""
+    from types import SimpleNamespace
+
+    transformers = pytest.importorskip("transformers")  # pinned in requirements.txt, so never skipped in CI
+    from transformers.models.bloom import modeling_bloom
+    from transformers.models.llama import modeling_llama
+    from transformers.models.marian import modeling_marian
+    from transformers.models.xlm import modeling_xlm
+
+    return SimpleNamespace(
+        transformers=transformers, llama=modeling_llama, bloom=modeling_bloom, marian=modeling_marian, xlm=modeling_xlm
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)

@@ -22,8 +22,7 @@ from hypothesis import strategies as st
 import selfattention as sa
 from selfattention.measure import decoding_step_times
 
-transformers = pytest.importorskip("transformers")  # pinned in requirements.txt, so never skipped in CI
-from transformers.models.llama import modeling_llama  # noqa: E402
+# Hugging Face's Llama code comes from the hf fixture (tests/conftest.py): imported on first use.
 
 RNG = np.random.default_rng(0)
 
@@ -51,9 +50,9 @@ def test_query_head_h_reads_key_value_head_h_over_the_group_size():
 
 
 @pytest.mark.parametrize("n_rep", [1, 2, 4])
-def test_repeat_kv_matches_hugging_face_llama(n_rep):
+def test_repeat_kv_matches_hugging_face_llama(n_rep, hf):
     x = RNG.normal(size=(2, 3, 5, 4))
-    np.testing.assert_array_equal(sa.repeat_kv(x, n_rep), modeling_llama.repeat_kv(torch.from_numpy(x), n_rep).numpy())
+    np.testing.assert_array_equal(sa.repeat_kv(x, n_rep), hf.llama.repeat_kv(torch.from_numpy(x), n_rep).numpy())
 
 
 def test_kv_cache_bytes_of_published_models():
@@ -156,7 +155,7 @@ def test_cached_decoding_equals_recomputing_the_whole_text(H, Hkv):
     assert model.generate(text[:5], 6) == model.generate(text[:5], 6, use_cache=False)
 
 
-def test_decoder_block_matches_a_torch_composition():
+def test_decoder_block_matches_a_torch_composition(hf):
     """LayerNorm, LLaMA's rotate-half RoPE, torch SDPA with enable_gqa and is_causal, a GELU feed-forward."""
     model = sa.TinyDecoder.random(10, 16, 4, 2, 1, 24, seed=5)
     p = model.blocks[0]
@@ -173,7 +172,7 @@ def test_decoder_block_matches_a_torch_composition():
     v = (h @ t(p.attention.v.weight) + t(p.attention.v.bias)).view(7, 2, 4).transpose(0, 1)
     angles = t(sa.rope_angles(np.arange(7), 4))
     cos, sin = torch.cat([angles, angles], -1).cos(), torch.cat([angles, angles], -1).sin()
-    q, k = modeling_llama.apply_rotary_pos_emb(q[None], k[None], cos[None], sin[None])
+    q, k = hf.llama.apply_rotary_pos_emb(q[None], k[None], cos[None], sin[None])
     attn = F.scaled_dot_product_attention(q, k, v[None], is_causal=True, enable_gqa=True)[0]  # (H, T, Dh)
     xt = xt + attn.transpose(0, 1).reshape(7, 16) @ t(p.attention.out.weight) + t(p.attention.out.bias)
     h = F.layer_norm(xt, (16,), t(p.norm2.weight), t(p.norm2.bias), eps=1e-5)

@@ -12,6 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# JupyterLab's own command and a browser: make test runs these, make unit does not.
+pytestmark = pytest.mark.slow
+
 
 def test_jupyterlab_myst_is_installed_enabled_and_compatible():
     jupyter = Path(sys.executable).with_name("jupyter")
@@ -33,8 +38,6 @@ def test_jupyterlab_draws_the_interactive_figure_or_its_fallback(tmp_path):
     import socket
     import time
     import urllib.request
-
-    import pytest
 
     chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
     if not (chromium and chromedriver):

@@ -24,15 +24,12 @@ from hypothesis.extra import numpy as hnp
 
 import selfattention as sa
 
-transformers = pytest.importorskip("transformers")  # pinned in requirements.txt, so never skipped in CI
-from transformers.models.bloom import modeling_bloom  # noqa: E402
-from transformers.models.llama import modeling_llama  # noqa: E402
-from transformers.models.marian import modeling_marian  # noqa: E402
-from transformers.models.xlm import modeling_xlm  # noqa: E402
+# Hugging Face's reference code comes from the hf fixture (tests/conftest.py): imported on first use, and a
+# test that uses it is slow (make test runs it, make unit does not).
 
 
-def test_transformers_is_installed_so_the_parity_tests_run():
-    assert transformers.__version__ == "5.23.0"
+def test_transformers_is_installed_so_the_parity_tests_run(hf):
+    assert hf.transformers.__version__ == "5.23.0"
 
 
 # --- sinusoidal ---------------------------------------------------------------------------
@@ -50,11 +47,11 @@ def test_sinusoidal_matches_the_papers_formula_written_as_loops(T, D):
 
 
 @pytest.mark.parametrize(("T", "D"), [(40, 16), (100, 64)])
-def test_sinusoidal_matches_hugging_face_in_both_layouts(T, D):
+def test_sinusoidal_matches_hugging_face_in_both_layouts(T, D, hf):
     interleaved = torch.empty(T, D)
-    modeling_xlm.create_sinusoidal_embeddings(T, D, interleaved)  # XLM: the paper's layout
+    hf.xlm.create_sinusoidal_embeddings(T, D, interleaved)  # XLM: the paper's layout
     np.testing.assert_allclose(sa.sinusoidal_positions(T, D), interleaved.numpy(), rtol=0, atol=1e-6)
-    marian = modeling_marian.MarianSinusoidalPositionalEmbedding(T, D)  # Marian: [sin | cos]
+    marian = hf.marian.MarianSinusoidalPositionalEmbedding(T, D)  # Marian: [sin | cos]
     concatenated = marian.create_weight()
     np.testing.assert_allclose(
         sa.sinusoidal_positions(T, D, interleaved=False), concatenated.numpy(), rtol=0, atol=1e-6
@@ -136,24 +133,24 @@ def test_interleaved_rope_matches_metas_complex_numbers(T, Dh, base):
 
 
 @pytest.mark.parametrize(("T", "Dh", "base"), [(1, 2, 10000.0), (9, 8, 10000.0), (33, 64, 500000.0)])
-def test_rotate_half_rope_matches_hugging_face_llama(T, Dh, base):
+def test_rotate_half_rope_matches_hugging_face_llama(T, Dh, base, hf):
     q = torch.randn(2, 4, T, Dh, dtype=torch.float64, generator=torch.Generator().manual_seed(T))
     k = torch.randn(2, 2, T, Dh, dtype=torch.float64, generator=torch.Generator().manual_seed(T + 1))
     positions = np.arange(T) + 3.0
     angles = torch.from_numpy(sa.rope_angles(positions, Dh, base))  # (T, Dh/2), float64
     cos, sin = torch.cat([angles, angles], -1).cos()[None], torch.cat([angles, angles], -1).sin()[None]
-    q_hf, k_hf = modeling_llama.apply_rotary_pos_emb(q, k, cos, sin)  # the layout, in float64
+    q_hf, k_hf = hf.llama.apply_rotary_pos_emb(q, k, cos, sin)  # the layout, in float64
     np.testing.assert_allclose(sa.apply_rope(q.numpy(), positions, base), q_hf.numpy(), rtol=0, atol=1e-12)
     np.testing.assert_allclose(sa.apply_rope(k.numpy(), positions, base), k_hf.numpy(), rtol=0, atol=1e-12)
 
     # and the whole float32 path of a LLaMA layer's rotary embedding (its angles are float32)
-    config = transformers.LlamaConfig(
+    config = hf.transformers.LlamaConfig(
         hidden_size=Dh * 4, num_attention_heads=4, rope_parameters={"rope_type": "default", "rope_theta": base}
     )
-    rotary = modeling_llama.LlamaRotaryEmbedding(config)
+    rotary = hf.llama.LlamaRotaryEmbedding(config)
     position_ids = torch.arange(T)[None] + 3
     cos32, sin32 = rotary(q.float(), position_ids)
-    q32, _ = modeling_llama.apply_rotary_pos_emb(q.float(), k.float(), cos32, sin32)
+    q32, _ = hf.llama.apply_rotary_pos_emb(q.float(), k.float(), cos32, sin32)
     ours32 = sa.apply_rope(q.numpy().astype(np.float32), positions, base)
     assert ours32.dtype == np.float32
     np.testing.assert_allclose(ours32, q32.numpy(), rtol=1e-4, atol=1e-4)
@@ -251,9 +248,9 @@ def _reference_slopes(n: int) -> list[float]:
 
 
 @pytest.mark.parametrize("H", [*range(1, 33), 40, 64, 96])
-def test_alibi_slopes_follow_the_reference_recipe_and_bloom(H):
+def test_alibi_slopes_follow_the_reference_recipe_and_bloom(H, hf):
     np.testing.assert_allclose(sa.alibi_slopes(H), _reference_slopes(H), rtol=1e-13)
-    np.testing.assert_allclose(sa.alibi_slopes(H), modeling_bloom._get_alibi_slopes(H, "cpu").numpy(), rtol=1e-6)
+    np.testing.assert_allclose(sa.alibi_slopes(H), hf.bloom._get_alibi_slopes(H, "cpu").numpy(), rtol=1e-6)
 
 
 def test_alibi_slopes_for_8_and_12_heads():
@@ -274,10 +271,10 @@ def test_alibi_bias_is_minus_slope_times_distance(H, T, S):
 
 
 @pytest.mark.parametrize(("H", "T"), [(4, 6), (12, 10)])
-def test_alibi_under_the_causal_mask_equals_blooms_per_row_shifted_bias(H, T):
+def test_alibi_under_the_causal_mask_equals_blooms_per_row_shifted_bias(H, T, hf):
     """BLOOM adds slope * j; ours adds -slope * (i - j). They differ by a constant per row: same softmax."""
     scores = np.random.default_rng(H).normal(size=(1, H, T, T))
-    alibi_bloom = modeling_bloom.build_alibi_tensor(torch.ones(1, T), H, torch.float64).numpy()  # (H, 1, T)
+    alibi_bloom = hf.bloom.build_alibi_tensor(torch.ones(1, T), H, torch.float64).numpy()  # (H, 1, T)
     causal = sa.causal_mask(T)
     ours = sa.softmax(scores + sa.combine_masks(sa.alibi_bias(H, T), causal))
     theirs = sa.softmax(scores + alibi_bloom + causal)

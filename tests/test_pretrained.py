@@ -26,6 +26,11 @@ TEXTS = [
 LONG_TEXT = " ".join(["the quick brown fox jumps over the lazy dog"] * 70)  # 632 word pieces
 
 
+# Every test here reads (and checksums) a real 90 MB model or compares with a reference library: make test
+# runs them, make unit does not.
+pytestmark = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def model() -> sa.MiniLM:
     return sa.load_minilm()
@@ -95,6 +100,7 @@ def test_the_weights_are_read_only_copies(model, model64):
     assert model64.dtype == np.float64 and model.astype("float32") is model
 
 
+@pytest.mark.slow
 def test_tokens_match_transformers_tokenizer(model):
     from transformers import AutoTokenizer
 

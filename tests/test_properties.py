@@ -36,6 +36,16 @@ settings.register_profile(
     print_blob=True,
     suppress_health_check=[HealthCheck.too_slow],
 )
+# make unit: the same fixed cases, fewer of them (make test runs the "ci" profile).
+settings.register_profile(
+    "unit",
+    derandomize=True,
+    max_examples=50,
+    deadline=None,
+    database=None,
+    print_blob=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 settings.register_profile("explore", max_examples=2000, deadline=None, database=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 

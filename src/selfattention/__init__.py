@@ -25,10 +25,12 @@ is the one place that converts.
 The modules, in teaching order: ``scores`` (softmax), ``masks``, ``params``
 (weight containers), ``attention``, ``multihead``, ``encoder``, ``vision``,
 ``efficient``, ``positions``, ``decoding``, ``backward``, ``training``,
-``tiny_encoder``, ``vit``, ``pretrained``; then ``interop`` (reading PyTorch), ``plotting``,
+``tiny_encoder``, ``vit`` (and ``vit_training``, its training and recorded
+run), ``pretrained``; then ``interop`` (reading PyTorch), ``plotting``,
 ``interactive`` (the site's interactive figures),
 ``exercises`` (the checkers), ``testing`` and ``measure`` (helpers for the
-tests, chapters and benchmarks).
+tests, chapters and benchmarks), and ``machine`` (the floating-point paths and
+thread counts a run uses, and ``torch_threads``).
 
 ``import selfattention`` loads NumPy and SciPy only. torch is imported when
 something that needs it is first used (the PyTorch modules of chapter 6, the
@@ -84,7 +86,16 @@ _LAZY = {
     "vision_modules": ("PatchAttentionBlock", "ConvSelfAttention", "T2TAttention", "TinyViT"),
     "tiny_encoder_torch": ("TinyEncoderModule",),
 }
-_SUBMODULES = ("exercises", "testing", "measure", "vision_modules", "tiny_encoder_torch", "interactive")
+_SUBMODULES = (
+    "exercises",
+    "testing",
+    "measure",
+    "machine",
+    "vision_modules",
+    "tiny_encoder_torch",
+    "vit_training",
+    "interactive",
+)
 
 __all__ = [
     *scores.__all__,
