@@ -10,16 +10,24 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import nbformat
 import pytest
 import yaml
 
+if TYPE_CHECKING:
+    import nbformat
+
 ROOT = Path(__file__).resolve().parents[1]
+# Reading notebooks imports nbformat and its JSON-schema validator (seconds): make test runs these, make unit
+# does not.
+pytestmark = pytest.mark.slow
 CHAPTERS = sorted((ROOT / "chapters").glob("[0-9][0-9]_*.ipynb"))
 
 
 def _code_cells(path: Path) -> list[nbformat.NotebookNode]:
+    import nbformat  # here, not at the top: importing it takes seconds, and make unit collects this file
+
     return [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
 
 
@@ -87,3 +95,60 @@ def test_the_repository_url_is_set_once_and_every_chapter_installs_from_it():
         assert "import selfattention" in first_code.source and "except ImportError" in first_code.source
         assert "remove-cell" in first_code.metadata.get("tags", []), "hidden on the website, kept in downloads"
         assert first_code.outputs == [], "nothing to install, and nothing printed, when the package is importable"
+
+
+# The output policy (book/api.md, "What a chapter prints"): a number nbval compares may carry at most this many
+# significant digits, in printed text and in the data an interactive figure embeds. More would show the last bits
+# of a float, which another BLAS kernel, SIMD path or thread count changes.
+MAX_SIGNIFICANT_DIGITS = 6
+_DECIMAL = re.compile(r"(?<![\w.,])-?\d+\.\d+(?:[eE][-+]?\d+)?(?![\w.])")
+
+
+def _significant_digits(number: str) -> int:
+    mantissa = number.lstrip("-").lower().split("e")[0]
+    return len(mantissa.replace(".", "").lstrip("0"))
+
+
+def _compared_texts(cell: nbformat.NotebookNode) -> list[str]:
+    """What nbval compares in ``cell``: stream text and every text-like output, without inlined images and scripts."""
+    texts = []
+    for output in cell.outputs:
+        if output.output_type == "stream":
+            texts.append(output.text)
+            continue
+        for kind, value in output.get("data", {}).items():
+            if kind.startswith(("text/", "application/")) and isinstance(value, str):
+                value = re.sub(r"data:image/png;base64,[A-Za-z0-9+/=]+", "", value)
+                texts.append(re.sub(r"<script>.*?</script>", "", value, flags=re.DOTALL))  # code, not data
+    return texts
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_outputs_print_no_more_digits_than_the_output_policy_allows(path):
+    for cell in _code_cells(path):
+        if "NBVAL_IGNORE_OUTPUT" in cell.source:
+            continue
+        for text in _compared_texts(cell):
+            long = [n for n in _DECIMAL.findall(text) if _significant_digits(n) > MAX_SIGNIFICANT_DIGITS]
+            assert not long, (
+                f"cell {cell.execution_count} prints {long[:3]}: more than {MAX_SIGNIFICANT_DIGITS} significant digits "
+                "show last bits that differ between machines; round it (book/api.md, 'What a chapter prints')"
+            )
+
+
+def test_the_digit_check_catches_full_precision_floats():
+    assert _DECIMAL.findall('"out":[-0.8757469900165484, 2.5e-17] 0.2361 and 22,565,376') == [
+        "-0.8757469900165484",
+        "2.5e-17",
+        "0.2361",
+    ]
+    assert [_significant_digits(n) for n in ("-0.8757469900165484", "0.000123", "44.6375", "1e-12")] == [16, 3, 6, 1]
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_only_timing_cells_skip_the_output_comparison(path):
+    for cell in _code_cells(path):
+        if "NBVAL_IGNORE_OUTPUT" in cell.source:
+            assert re.search(r"timings? differ", cell.source), (
+                f"cell {cell.execution_count} skips nbval's comparison: only a timing may (say so in a comment)"
+            )

@@ -49,6 +49,22 @@ MAX_TOKENS = 64
 MAX_KEYS, MAX_VALUE_WIDTH = 64, 8
 
 
+# Embedded numbers keep this many significant digits: a figure shows at most four decimals, and a
+# different BLAS kernel, SIMD path or thread count moves only the last bits of a float64 result, so the
+# rounded data (and the page) are the same on every machine. The course's output policy: book/api.md.
+SIGNIFICANT_DIGITS = 6
+# The stepper says whether its online result equals the exact softmax to this bound; the difference
+# itself is rounding noise, different on every machine, and is embedded only when it exceeds the bound.
+DIFFERENCE_TOLERANCE = 1e-12
+
+
+def _rounded(value: Any) -> Any:
+    """``value`` (a float, or an array of them) as plain floats with SIGNIFICANT_DIGITS significant digits."""
+    array = np.asarray(value, dtype=np.float64)
+    flat = [float(f"{x:.{SIGNIFICANT_DIGITS}g}") for x in array.ravel().tolist()]
+    return flat[0] if array.ndim == 0 else np.array(flat).reshape(array.shape).tolist()
+
+
 def _json(value: Any) -> str:
     """JSON safe inside a <script> element: no "<", ">" or "&" at all (no "</script>", no "<!--")."""
     try:
@@ -245,9 +261,8 @@ def attention_explorer(
         ],
     }
     label, tokens, w = entries[0]
-    ax = plot_attention(
-        w[layer, head], tokens, tokens, title=title if L == 1 else f"{title}: layer {layer}, head {head}"
-    )
+    shown = np.rint(w[layer, head] * 1000) / 1000  # the static image shows the embedded (rounded) weights
+    ax = plot_attention(shown, tokens, tokens, title=title if L == 1 else f"{title}: layer {layer}, head {head}")
     return InteractiveFigure("explorer", title, data, {"rows": rows}, _png(ax.figure), alt)
 
 
@@ -275,7 +290,10 @@ def softmax_stepper(
     Returns
     -------
     InteractiveFigure
-        ``expected`` holds every step's numbers and the exact output.
+        ``expected`` holds every step's numbers and the exact output, each rounded to
+        ``SIGNIFICANT_DIGITS`` significant digits, and ``agreement``: whether the
+        last step equals the exact output within ``DIFFERENCE_TOLERANCE`` (the
+        difference itself only when it does not).
 
     Raises
     ------
@@ -311,36 +329,36 @@ def softmax_stepper(
         block = s[None, start : start + block_size]  # (1, block)
         with np.errstate(over="ignore", invalid="ignore"):  # checked below: an overflow is refused
             new_m, total, out = online_softmax_update(m, total, out, block, v[start : start + block_size])
-        rescale = float(np.exp(m - new_m)[0, 0]) if np.isfinite(m[0, 0]) else 0.0
+        rescale = np.exp(m - new_m)[0, 0] if np.isfinite(m[0, 0]) else 0.0
         m = new_m
-        steps.append(
-            {
-                "block_max": float(block.max()),
-                "m": float(m[0, 0]),
-                "rescale": rescale,
-                "l": float(total[0, 0]),
-                "out": (out[0] / total[0, 0]).tolist(),
-            }
-        )
+        steps.append((block.max(), m[0, 0], rescale, total[0, 0], out[0] / total[0, 0]))
     with np.errstate(over="ignore", invalid="ignore"):
         exact = softmax(s) @ v
         difference = float(np.abs(exact - out[0] / total[0, 0]).max())
-    if not (np.isfinite(exact).all() and np.isfinite(difference) and all(np.isfinite(st["out"]).all() for st in steps)):
+    if not (np.isfinite(exact).all() and np.isfinite(difference) and all(np.isfinite(st[-1]).all() for st in steps)):
         raise ValueError("the values are so large that the weighted sums overflow float64; scale them down")
+    names = ("block_max", "m", "rescale", "l", "out")
+    steps = [{name: _rounded(number) for name, number in zip(names, step, strict=True)} for step in steps]
+    within = difference < DIFFERENCE_TOLERANCE
+    agreement = {
+        "tolerance": DIFFERENCE_TOLERANCE,
+        "within": within,
+        "difference": None if within else _rounded(difference),
+    }
     data = {
-        "scores": s.tolist(),
+        "scores": _rounded(s),
         "block_size": block_size,
         "steps": steps,
-        "exact": exact.tolist(),
-        "max_difference": difference,
+        "exact": _rounded(exact),
+        "agreement": agreement,
     }
     fig, ax = pyplot().subplots(figsize=(6, 2.6))
     blocks = np.arange(s.size) // block_size
-    ax.bar(np.arange(s.size), s, color=[f"C{b % 10}" for b in blocks])
+    ax.bar(np.arange(s.size), data["scores"], color=[f"C{b % 10}" for b in blocks])  # drawn from what is embedded
     ax.plot([st["m"] for st in steps for _ in range(block_size)][: s.size], "k--", label="running maximum m")
     ax.set(xlabel="key", ylabel="score", title=title)
     ax.legend(fontsize="small")
-    expected = {"steps": steps, "exact": exact.tolist(), "max_difference": difference}
+    expected = {"steps": steps, "exact": data["exact"], "agreement": agreement}
     return InteractiveFigure("stepper", title, data, expected, _png(fig), alt)
 
 

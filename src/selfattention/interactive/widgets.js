@@ -154,7 +154,8 @@
       item("output so far, o / \u2113", vector(s.out), "out");
       if (step === last) {
         item("exact softmax(scores) @ V", vector(data.exact), "exact");
-        item("largest difference", data.max_difference < 1e-12 ? "below 1e-12" : String(data.max_difference), "difference");
+        var a = data.agreement;
+        item("largest difference", (a.within ? "below " : "") + String(a.within ? a.tolerance : a.difference), "difference");
       }
     }
     function go(delta) {
