@@ -43,6 +43,7 @@ def main() -> int:
         for name, value in model.state_dict().items():
             arrays[f"seed{seed}/{name}"] = value.detach().numpy().astype(np.float32)
         print(f"seed {seed}: {settings}, test accuracy {accuracy[seed]:.4f}, {seconds[seed]} s")
+
     def git(*args: str) -> str:
         return subprocess.run(["git", *args], capture_output=True, text=True, cwd=OUT.parent).stdout.strip()
 
