@@ -32,7 +32,7 @@ from .vision_modules import TinyViT
 
 __all__ = ["TINY_VIT_CONFIG", "DIGIT_VIT_RUNS", "AGREEMENT", "digit_vit", "train_tiny_vit", "load_digit_vits"]
 
-# Chapter 12's model: 16 patches of 2 x 2 pixels, width 32, four heads, two pre-norm blocks.
+#: Chapter 12's model: 16 patches of 2 x 2 pixels, width 32, four heads, two pre-norm blocks (TinyViT's arguments).
 TINY_VIT_CONFIG = {
     "image_size": 8,
     "patch_size": 2,
@@ -41,10 +41,10 @@ TINY_VIT_CONFIG = {
     "num_layers": 2,
     "dim_feedforward": 64,
 }
-# The recorded runs: seed -> training settings. Seed 0 is the chapter's main model; 1 and 2 a shorter recipe.
+#: The recorded runs, seed -> training settings: seed 0 is the chapter's main model, 1 and 2 a shorter recipe.
 DIGIT_VIT_RUNS = {0: {"epochs": 40, "lr": 3e-3}, 1: {"epochs": 12, "lr": 6e-3}, 2: {"epochs": 12, "lr": 6e-3}}
-# How far (largest absolute logit difference on the test set) a model retrained anywhere may be from the
-# record: about ten times the largest difference measured between thread counts and CPU kernels (8e-4).
+#: How far (largest absolute logit difference on the test set) a model retrained anywhere may be from the record:
+#: about ten times the largest difference measured between thread counts and CPU kernels (8e-4).
 AGREEMENT = 1e-2
 _RECORD = "digit_vits.npz"
 
