@@ -29,7 +29,8 @@ The modules, in teaching order: ``scores`` (softmax), ``masks``, ``params``
 run), ``pretrained``; then ``interop`` (reading PyTorch), ``plotting``,
 ``interactive`` (the site's interactive figures),
 ``exercises`` (the checkers), ``testing`` and ``measure`` (helpers for the
-tests, chapters and benchmarks), and ``machine`` (the floating-point paths and
+tests, chapters and benchmarks), ``recorded`` (the recorded ``make bench`` run
+and the sources it timed), and ``machine`` (the floating-point paths and
 thread counts a run uses, and ``torch_threads``).
 
 ``import selfattention`` loads NumPy and SciPy only. torch is imported when
@@ -90,6 +91,7 @@ _SUBMODULES = (
     "exercises",
     "testing",
     "measure",
+    "recorded",
     "machine",
     "vision_modules",
     "tiny_encoder_torch",

@@ -17,7 +17,7 @@ import numpy as np
 
 from ._validation import check_nonnegative_int, check_positive_int
 
-__all__ = ["best_time", "median_time", "peak_bytes", "decoding_step_times"]
+__all__ = ["best_time", "best_times", "median_time", "peak_bytes", "decoding_step_times"]
 
 
 def _check_callable(function: Any) -> None:
@@ -53,6 +53,46 @@ def best_time(function: Callable[[], Any], repeats: int = 3) -> float:
     See chapter 7.
     """
     return min(_wall_times(function, repeats))
+
+
+def best_times(functions: dict[str, Callable[[], Any]], rounds: int = 5) -> dict[str, float]:
+    """The shortest wall-clock time of each function, timed in interleaved rounds, in seconds.
+
+    Each round calls every function once, in order, so that a slow spell of
+    the machine (another program, a warm or cold cache, a clock change) falls
+    on all of them alike instead of on whichever was being timed. Every
+    function is called once to warm up before the first round. Compare the
+    results as ratios: that is what one run of a noisy machine measures well.
+
+    Parameters
+    ----------
+    functions : dict of str to callable
+        Names and functions called with no arguments.
+    rounds : int, default 5
+
+    Raises
+    ------
+    ValueError
+        If ``functions`` is not a non-empty dict of callables or ``rounds`` is not a positive integer.
+
+    Notes
+    -----
+    Used by ``make bench``; see chapter 7.
+    """
+    if not isinstance(functions, dict) or not functions:
+        raise ValueError(f"functions must be a non-empty dict of name -> callable; got {functions!r:.80}")
+    for function in functions.values():
+        _check_callable(function)
+    rounds = check_positive_int(rounds, "rounds", at_most=10**6)
+    for function in functions.values():
+        function()
+    best = dict.fromkeys(functions, float("inf"))
+    for _ in range(rounds):
+        for name, function in functions.items():
+            start = time.perf_counter()
+            function()
+            best[name] = min(best[name], time.perf_counter() - start)
+    return best
 
 
 def median_time(function: Callable[[], Any], repeats: int = 5) -> float:

@@ -13,12 +13,15 @@ through it. Split by what they read:
 - :mod:`~selfattention.interop.modules`: live ``torch.nn`` modules, whose type and
   settings (head count, activation, norm placement) are checked before their
   state dict is read. torch is imported on first use.
+- :mod:`~selfattention.interop.sdpa`: PyTorch's ``scaled_dot_product_attention``
+  as a baseline, laid out 4-D for its fused kernel, and which kernel ran.
 
-Taught in chapters 3–6, wherever a NumPy result is checked against PyTorch.
+Taught in chapters 2–7, wherever a NumPy result is checked against PyTorch.
 """
 
-from . import modules, state_dict
+from . import modules, sdpa, state_dict
 from .modules import *  # noqa: F403
+from .sdpa import *  # noqa: F403
 from .state_dict import *  # noqa: F403
 
-__all__ = [*modules.__all__, *state_dict.__all__]
+__all__ = [*modules.__all__, *sdpa.__all__, *state_dict.__all__]

@@ -1,0 +1,127 @@
+"""`make bench` section "attention" (chapters 2 and 7): the forward pass against PyTorch's fused kernel.
+
+B·H = 32 sequences of head width 64, float32, T = S in {256, 1024, 4096}: the NumPy reference, the
+memory-efficient NumPy version, PyTorch's fused CPU kernel (4-D input, run under sdpa_kernel so it
+cannot fall back) and, to show what a 3-D call costs, PyTorch's unfused math path. Both NumPy versions
+also run at T = 8192, for memory. Each length's implementations are timed in interleaved rounds.
+Besides time and peak memory, each row counts the bytes the implementation moves to and from memory
+(arrays too large for the caches) for the roofline of chapter 7.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+
+import torch
+import torch.nn.functional as F
+from bench_common import HEAD_DIM, attention_flops, copy_gbytes, gemm_gflops, qkv, torch_peak
+from torch.nn.attention import SDPBackend, sdpa_kernel
+
+from selfattention import memory_efficient_attention, scaled_dot_product_attention
+from selfattention.interop.sdpa import as_4d_tensors
+from selfattention.measure import best_times, peak_bytes
+
+#: The package modules whose code this section times.
+SOURCES = ("attention", "efficient", "interop.sdpa", "measure")
+
+SEQUENCES = 32
+LENGTHS = (256, 1024, 4096)
+LONG = 8192  # NumPy versions only: the reference's scores alone take 8 GiB
+BLOCK_SIZE = 512
+KERNELS = {"torch_flash": SDPBackend.FLASH_ATTENTION, "torch_math": SDPBackend.MATH}
+
+
+def torch_call(tensors: tuple, backend: SDPBackend) -> None:
+    with torch.no_grad(), sdpa_kernel(backend):
+        F.scaled_dot_product_attention(*tensors)
+
+
+def bytes_moved(name: str, T: int, sequences: int = SEQUENCES) -> int:
+    """Bytes to and from memory, counted from the arrays each implementation writes and reads.
+
+    Q, K, V and the output move once. The reference writes the (T, S) float32 scores and passes over
+    them 8 more times (max, subtract, exp and divide each read and write, the sum and P V read): 10
+    passes counting Q Kᵀ's write. The memory-efficient version's (T, block) tile is as large as the
+    caches for T ≥ 1024, so it pays the same 10 passes over its tiles; the fused kernel keeps its
+    tiles in cache and moves only Q, K, V and O (with K and V read again for each block of queries).
+    """
+    qkvo = 4 * sequences * T * HEAD_DIM * 4
+    scores = sequences * T * T * 4
+    if name in ("numpy", "torch_math"):
+        return qkvo + 10 * scores
+    if name == "efficient":
+        return qkvo + 10 * scores
+    return qkvo  # torch_flash
+
+
+def run(repeats: int) -> dict:
+    result = {
+        "sizes": {"sequences": SEQUENCES, "head_dim": HEAD_DIM, "dtype": "float32", "block_size": BLOCK_SIZE},
+        "gemm_gflops": gemm_gflops(repeats),
+        "copy_gbytes_one_thread": copy_gbytes(repeats),
+        "rows": [],
+    }
+    rows = {}
+    for T in (*LENGTHS, LONG):
+        q, k, v = qkv(SEQUENCES, T)
+        calls = {
+            "numpy": partial(scaled_dot_product_attention, q, k, v),
+            "efficient": partial(memory_efficient_attention, q, k, v, block_size=BLOCK_SIZE),
+        }
+        if T != LONG:
+            tensors = as_4d_tensors(q, k, v)
+            calls.update({name: partial(torch_call, tensors, backend) for name, backend in KERNELS.items()})
+        seconds = best_times(calls, repeats if T != LONG else 1)
+        for name, call in calls.items():
+            if name.startswith("torch"):
+                peak = torch_peak(SEQUENCES, T, kernel=name.removeprefix("torch_"))
+            else:
+                peak = peak_bytes(call)
+            rows[(T, name)] = {
+                "T": T,
+                "implementation": name,
+                "seconds": seconds[name],
+                "peak_extra_bytes": peak,
+                "gflops": attention_flops(SEQUENCES, T) / seconds[name] / 1e9,
+                "bytes_moved": bytes_moved(name, T),
+                "memory_method": "peak RSS of a child process" if name.startswith("torch") else "tracemalloc",
+            }
+    result["rows"] = list(rows.values())
+    result["ratios"] = {
+        str(T): {
+            **(
+                {
+                    "numpy_over_fused_time": rows[(T, "numpy")]["seconds"] / rows[(T, "torch_flash")]["seconds"],
+                    "efficient_over_fused_time": rows[(T, "efficient")]["seconds"]
+                    / rows[(T, "torch_flash")]["seconds"],
+                    "math_over_fused_time": rows[(T, "torch_math")]["seconds"] / rows[(T, "torch_flash")]["seconds"],
+                }
+                if T != LONG
+                else {}
+            ),
+            "efficient_over_numpy_time": rows[(T, "efficient")]["seconds"] / rows[(T, "numpy")]["seconds"],
+            "efficient_over_numpy_memory": rows[(T, "efficient")]["peak_extra_bytes"]
+            / rows[(T, "numpy")]["peak_extra_bytes"],
+        }
+        for T in (*LENGTHS, LONG)
+    }
+    return result
+
+
+def report(result: dict) -> list[str]:
+    lines = [
+        f"B*H = {SEQUENCES}, Dh = {HEAD_DIM}, float32; float32 GEMM {result['gemm_gflops']:.1f} GFLOP/s, "
+        f"one-thread copy {result['copy_gbytes_one_thread']:.1f} GB/s",
+        f"{'T':>6} {'implementation':>15} {'time (s)':>10} {'GFLOP/s':>9} {'% of GEMM':>10} {'peak extra (MiB)':>17}",
+    ]
+    for row in result["rows"]:
+        peak = "n/a" if row["peak_extra_bytes"] is None else f"{row['peak_extra_bytes'] / 2**20:,.0f}"
+        share = 100 * row["gflops"] / result["gemm_gflops"]
+        lines.append(
+            f"{row['T']:>6} {row['implementation']:>15} {row['seconds']:>10.4f} {row['gflops']:>9.1f} "
+            f"{share:>9.0f}% {peak:>17}"
+        )
+    lines.append("ratios (targets: numpy/fused time <= 2 at T=1024; efficient/numpy memory <= 0.10 at T=8192)")
+    for T, ratio in result["ratios"].items():
+        lines.append(f"  T={T:>5}: " + ", ".join(f"{key} = {value:.2f}" for key, value in ratio.items()))
+    return lines
