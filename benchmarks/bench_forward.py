@@ -17,12 +17,12 @@ import torch.nn.functional as F
 from bench_common import HEAD_DIM, attention_flops, copy_gbytes, gemm_gflops, qkv, torch_peak
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from selfattention import memory_efficient_attention, scaled_dot_product_attention
+from selfattention import memory_efficient_attention, scaled_dot_product_attention, split_over_threads
 from selfattention.interop.sdpa import as_4d_tensors
 from selfattention.measure import best_times, peak_bytes
 
 #: The package modules whose code this section times.
-SOURCES = ("attention", "efficient", "interop.sdpa", "measure")
+SOURCES = ("attention", "efficient", "parallel", "interop.sdpa", "measure")
 
 SEQUENCES = 32
 LENGTHS = (256, 1024, 4096)
@@ -36,22 +36,21 @@ def torch_call(tensors: tuple, backend: SDPBackend) -> None:
         F.scaled_dot_product_attention(*tensors)
 
 
-def bytes_moved(name: str, T: int, sequences: int = SEQUENCES) -> int:
-    """Bytes to and from memory, counted from the arrays each implementation writes and reads.
+def bytes_moved(name: str, T: int, sequences: int = SEQUENCES, block: int = BLOCK_SIZE) -> int:
+    """Bytes to and from main memory, counted from the arrays too large to stay in the caches.
 
-    Q, K, V and the output move once. The reference writes the (T, S) float32 scores and passes over
-    them 8 more times (max, subtract, exp and divide each read and write, the sum and P V read): 10
-    passes counting Q Kᵀ's write. The memory-efficient version's (T, block) tile is as large as the
-    caches for T ≥ 1024, so it pays the same 10 passes over its tiles; the fused kernel keeps its
-    tiles in cache and moves only Q, K, V and O (with K and V read again for each block of queries).
+    Q, K, V and the output move at least once. The reference writes the (T, S) float32 weights, which it
+    returns, and passes over them 9 more times (max; subtract, exp and divide each read and write; sum;
+    P V), 10 passes in all, as does the math path. The memory-efficient version keeps one (block, block)
+    tile per sequence and reads K and V again for each block of queries. The fused kernel's tiling is
+    its own: counted at its lower bound, Q, K, V and O once.
     """
     qkvo = 4 * sequences * T * HEAD_DIM * 4
-    scores = sequences * T * T * 4
-    if name in ("numpy", "torch_math"):
-        return qkvo + 10 * scores
-    if name == "efficient":
-        return qkvo + 10 * scores
-    return qkvo  # torch_flash
+    if name.startswith(("numpy", "torch_math")):
+        return qkvo + 10 * sequences * T * T * 4
+    if name.startswith("efficient"):
+        return qkvo + (-(-T // block) - 1) * 2 * sequences * T * HEAD_DIM * 4
+    return qkvo
 
 
 def run(repeats: int) -> dict:
@@ -69,12 +68,18 @@ def run(repeats: int) -> dict:
             "efficient": partial(memory_efficient_attention, q, k, v, block_size=BLOCK_SIZE),
         }
         if T != LONG:
+            calls["numpy_threads"] = partial(split_over_threads, scaled_dot_product_attention, q, k, v)
+            calls["efficient_threads"] = partial(
+                split_over_threads, memory_efficient_attention, q, k, v, block_size=BLOCK_SIZE
+            )
             tensors = as_4d_tensors(q, k, v)
             calls.update({name: partial(torch_call, tensors, backend) for name, backend in KERNELS.items()})
         seconds = best_times(calls, repeats if T != LONG else 1)
         for name, call in calls.items():
             if name.startswith("torch"):
                 peak = torch_peak(SEQUENCES, T, kernel=name.removeprefix("torch_"))
+            elif name.endswith("_threads"):
+                peak = None  # tracemalloc follows every thread, but the split adds nothing worth a second count
             else:
                 peak = peak_bytes(call)
             rows[(T, name)] = {
@@ -95,6 +100,10 @@ def run(repeats: int) -> dict:
                     "efficient_over_fused_time": rows[(T, "efficient")]["seconds"]
                     / rows[(T, "torch_flash")]["seconds"],
                     "math_over_fused_time": rows[(T, "torch_math")]["seconds"] / rows[(T, "torch_flash")]["seconds"],
+                    "numpy_threads_over_fused_time": rows[(T, "numpy_threads")]["seconds"]
+                    / rows[(T, "torch_flash")]["seconds"],
+                    "efficient_threads_over_fused_time": rows[(T, "efficient_threads")]["seconds"]
+                    / rows[(T, "torch_flash")]["seconds"],
                 }
                 if T != LONG
                 else {}

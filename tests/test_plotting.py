@@ -21,6 +21,7 @@ from selfattention import (
     plot_mask,
     plot_patch_grid,
     plot_position_table,
+    plot_roofline,
     plot_token_grid,
     sinusoidal_positions,
 )
@@ -43,7 +44,7 @@ def test_importing_the_plotting_package_does_not_load_matplotlib():
 
 def test_all_is_the_submodules_lists_and_reaches_the_top_level():
     assert sa.plotting.__all__ == [*views.__all__, *diagrams.__all__]
-    assert len(set(sa.plotting.__all__)) == 13
+    assert len(set(sa.plotting.__all__)) == 14
     for name in sa.plotting.__all__:
         assert getattr(sa, name) is getattr(sa.plotting, name)
 
@@ -146,14 +147,23 @@ def test_plot_patch_grid_shows_a_one_channel_image_in_grey():
     assert ax.images[0].get_cmap().name == "gray"
 
 
-def test_plot_block_traversal_marks_the_current_block():
-    fig = plot_block_traversal(5, steps=[0, 2])
+def test_plot_block_traversal_marks_the_current_tile():
+    fig = plot_block_traversal(3, steps=[0, 4])
     panels = [ax for ax in fig.axes if ax.images]
-    assert [ax.get_title() for ax in panels] == ["step 1 of 5", "step 3 of 5"]
-    np.testing.assert_array_equal(panels[1].images[0].get_array()[0], [0, 0, 1, 2, 2])
+    assert [ax.get_title() for ax in panels] == ["step 1 of 9", "step 5 of 9"]
+    np.testing.assert_array_equal(panels[1].images[0].get_array(), [[0, 0, 0], [0, 1, 2], [2, 2, 2]])
     default = [ax.get_title() for ax in plot_block_traversal(8).axes]
-    assert default == ["step 1 of 8", "step 2 of 8", "step 8 of 8"]
-    assert [ax.get_title() for ax in plot_block_traversal(4, steps=np.array([3])).axes] == ["step 4 of 4"]
+    assert default == ["step 1 of 64", "step 2 of 64", "step 9 of 64"]
+    assert [ax.get_title() for ax in plot_block_traversal(2, steps=np.array([3])).axes] == ["step 4 of 4"]
+    assert [ax.get_title() for ax in plot_block_traversal(1).axes] == ["step 1 of 1"]
+
+
+def test_plot_roofline_draws_the_roof_and_one_marker_per_point():
+    ax = plot_roofline({"a": (1.0, 5.0), "b": (100.0, 80.0)}, 100.0, 10.0)
+    roof = ax.lines[0]
+    x, y = roof.get_data()
+    np.testing.assert_allclose(y, np.minimum(100.0, 10.0 * x))
+    assert [line.get_label() for line in ax.lines] == ["roof", "a", "b"]
 
 
 def test_plot_position_table_centres_the_colours_on_zero():
@@ -228,14 +238,21 @@ ERROR_CASES = [
     (lambda: plot_position_table(np.ones((2, 2)), cmap="nope"), r"cmap must be the name of a matplotlib colour map"),
     (lambda: plot_position_table(np.ones((2, 2)), title=None), r"title must be a string; got None"),
     (lambda: plot_block_traversal(0), r"num_blocks must be a positive integer; got 0"),
-    (lambda: plot_block_traversal(5, steps=[5]), r"steps must be integers in \[0, 4\]; got 5"),
-    (lambda: plot_block_traversal(5, steps=[-1]), r"steps must be integers in \[0, 4\]; got -1"),
-    (lambda: plot_block_traversal(5, steps=[1.0]), r"steps must be integers in \[0, 4\]; got 1.0"),
-    (lambda: plot_block_traversal(5, steps=[True]), r"steps must be integers in \[0, 4\]; got True"),
-    (lambda: plot_block_traversal(5, steps=3), r"steps must be a non-empty sequence of integers in \[0, 4\]; got 3"),
-    (lambda: plot_block_traversal(5, steps=[]), r"steps must be a non-empty sequence of integers in \[0, 4\]; got \[\]"),
-    (lambda: plot_block_traversal(5, steps="01"), r"steps must be a non-empty sequence of integers in \[0, 4\]; got '01'"),
-    (lambda: plot_block_traversal(5, steps=np.zeros((1, 1), dtype=int)), r"steps must be a non-empty sequence of integers in \[0, 4\]; got array"),
+    (lambda: plot_block_traversal(65), r"num_blocks must be at most 64; got 65"),
+    (lambda: plot_block_traversal(2, steps=[4]), r"steps must be integers in \[0, 3\]; got 4"),
+    (lambda: plot_block_traversal(2, steps=[-1]), r"steps must be integers in \[0, 3\]; got -1"),
+    (lambda: plot_block_traversal(2, steps=[1.0]), r"steps must be integers in \[0, 3\]; got 1.0"),
+    (lambda: plot_block_traversal(2, steps=[True]), r"steps must be integers in \[0, 3\]; got True"),
+    (lambda: plot_block_traversal(2, steps=3), r"steps must be a non-empty sequence of integers in \[0, 3\]; got 3"),
+    (lambda: plot_block_traversal(2, steps=[]), r"steps must be a non-empty sequence of integers in \[0, 3\]; got \[\]"),
+    (lambda: plot_block_traversal(2, steps="01"), r"steps must be a non-empty sequence of integers in \[0, 3\]; got '01'"),
+    (lambda: plot_block_traversal(2, steps=np.zeros((1, 1), dtype=int)), r"steps must be a non-empty sequence of integers in \[0, 3\]; got array"),
+    (lambda: plot_roofline({}, 1.0, 1.0), r"points must be a non-empty dict"),
+    (lambda: plot_roofline({"a": (0.0, 1.0)}, 1.0, 1.0), r"points\['a'\] must be a pair of positive numbers"),
+    (lambda: plot_roofline({"a": (1.0, float("nan"))}, 1.0, 1.0), r"points\['a'\] must be a pair of positive numbers"),
+    (lambda: plot_roofline({"a": "12"}, 1.0, 1.0), r"points\['a'\] must be a pair of positive numbers"),
+    (lambda: plot_roofline({"a": (1.0, 2.0)}, -1.0, 1.0), r"peak_gflops must be"),
+    (lambda: plot_roofline({"a": (1.0, 2.0)}, 1.0, 1.0, title=None), r"title must be a string"),
 ]
 # fmt: on
 

@@ -24,7 +24,7 @@ is the one place that converts.
 
 The modules, in teaching order: ``scores`` (softmax), ``masks``, ``params``
 (weight containers), ``attention``, ``multihead``, ``encoder``, ``vision``,
-``efficient``, ``positions``, ``decoding``, ``backward``, ``training``,
+``efficient`` (and ``parallel``, its thread split), ``positions``, ``decoding``, ``backward``, ``training``,
 ``tiny_encoder``, ``vit`` (and ``vit_training``, its training and recorded
 run), ``pretrained``; then ``interop`` (reading PyTorch), ``plotting``,
 ``interactive`` (the site's interactive figures),
@@ -53,6 +53,7 @@ from . import (
     interop,
     masks,
     multihead,
+    parallel,
     params,
     plotting,
     positions,
@@ -71,6 +72,7 @@ from .encoder import *  # noqa: F403
 from .interop import *  # noqa: F403
 from .masks import *  # noqa: F403
 from .multihead import *  # noqa: F403
+from .parallel import *  # noqa: F403
 from .params import *  # noqa: F403
 from .plotting import *  # noqa: F403
 from .positions import *  # noqa: F403
@@ -109,6 +111,7 @@ __all__ = [
     *vision.__all__,
     *_LAZY["vision_modules"],
     *efficient.__all__,
+    *parallel.__all__,
     *positions.__all__,
     *decoding.__all__,
     *backward.__all__,

@@ -2,7 +2,7 @@
 
 Taught in chapter 7. The idea behind FlashAttention (Milakov & Gimelshein
 2018; Rabe & Staats 2021; Dao et al. 2022), written in NumPy: the (T, S)
-score matrix is never held at once, only a (T, block_size) slice of it.
+score matrix is never held at once, only a (block_size, block_size) tile of it.
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ def memory_efficient_attention(
     The result equals :func:`selfattention.scaled_dot_product_attention`'s
     output (up to rounding), with the same argument conventions, including
     masks and all-zero output for a query whose every key is blocked. Peak
-    memory grows with ``T * block_size`` instead of ``T * S``.
+    memory grows with ``block_size**2`` (one tile of scores per sequence)
+    and ``T * Dv`` (the output) instead of ``T * S``.
 
     Parameters
     ----------
@@ -63,12 +64,12 @@ def memory_efficient_attention(
     scale : float, optional
         Defaults to ``1 / sqrt(Dk)``.
     block_size : int, default 512
-        Keys per block.
+        Queries and keys per block: each step computes one
+        ``(block_size, block_size)`` tile of scores per sequence.
     is_causal : bool, default False
         Block later keys, with the lower-right alignment of
-        :func:`selfattention.scaled_dot_product_attention`. The queries are
-        then visited ``block_size`` at a time too, and each query block stops
-        at the last key it may see: tiles the mask would blank entirely are
+        :func:`selfattention.scaled_dot_product_attention`. Each query
+        block then stops at the last key it may see: tiles the mask would blank entirely are
         never computed (about half of them when T = S), and only a
         ``(block_size, block_size)`` boolean pattern is built, on the diagonal
         tiles. See chapter 9.
@@ -118,10 +119,12 @@ def memory_efficient_attention(
     running_sum = np.zeros((*batch, T, 1), dtype=work)  # l
     out = np.zeros((*batch, T, Dv), dtype=work)  # o, unnormalised
 
-    # Without a causal mask every query sees every key block: one pass over the keys for all T queries.
-    # With one, the queries are cut into blocks too, and each query block stops at the last key it may
-    # see: the tiles above the diagonal, about half of them for T = S, are never computed.
-    query_blocks = [(0, T)] if not is_causal else [(i, min(i + block, T)) for i in range(0, T, block)]
+    # The queries are cut into blocks too, so that one (block, block) tile of scores per sequence is alive
+    # at a time: small enough to stay in the CPU's caches through the max, exp and sum that read it
+    # (a (T, block) slice of thousands of queries does not; chapter 7 measures the difference). With a
+    # causal mask, each query block stops at the last key it may see: the tiles above the diagonal,
+    # about half of them for T = S, are never computed.
+    query_blocks = [(i, min(i + block, T)) for i in range(0, T, block)]
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, once and clearly
         for q_start, q_stop in query_blocks:
             rows = slice(q_start, q_stop)
@@ -145,12 +148,13 @@ def memory_efficient_attention(
                 running_max[..., rows, :] = new_max
                 del scores  # free this block before the next one is allocated: one block alive at a time
 
-    np.divide(out, running_sum, out=out, where=running_sum > 0)  # fully blocked queries stay 0
+    blocked = running_sum == 0  # a query whose every key is blocked: output 0, lse -inf
+    running_sum[blocked] = 1.0
+    out /= running_sum
     check_no_overflow(out, dtype)
     if not return_lse:
         return out.astype(dtype, copy=False)
-    with np.errstate(divide="ignore"):  # log(0) = -inf: a fully blocked query
-        lse = np.where(running_sum > 0, running_max + np.log(running_sum), -np.inf)[..., 0]  # (..., T)
+    lse = np.where(blocked, -np.inf, running_max + np.log(running_sum))[..., 0]  # (..., T)
     return out.astype(dtype, copy=False), lse  # lse stays in the working dtype: float16 would round it away
 
 

@@ -21,7 +21,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-__all__ = ["recorded_run", "source_hashes", "package_sources", "StaleRecordWarning", "RECORD_FILE"]
+__all__ = ["recorded_run", "stale_sources", "source_hashes", "package_sources", "StaleRecordWarning", "RECORD_FILE"]
 
 #: The recorded run, inside the package's data directory.
 RECORD_FILE = "data/bench-2core.json"
@@ -176,8 +176,16 @@ def stale_sources(section: str, clone: Path | None = None) -> list[str]:
     Package files (``selfattention/...``) are looked up in the installed
     package; the others (the benchmark's own modules, ``benchmarks/...``) only
     when ``clone``, the root of a clone of the repository, is given.
+
+    Raises
+    ------
+    ValueError
+        If ``section`` is not one of the recorded sections.
     """
-    sources = _load()["sections"][section]["measured"]["sources"]
+    record = _load()["sections"]
+    if not isinstance(section, str) or section not in record:
+        raise ValueError(f"section must be one of {sorted(record)}; got {section!r}")
+    sources = record[section]["measured"]["sources"]
     changed = []
     for name, digest in sources.items():
         if name.startswith("selfattention/"):

@@ -79,6 +79,8 @@ def _softmax(x: np.ndarray, axis: int, in_place: bool = False) -> np.ndarray:
     else:
         weights = np.exp(x - row_max)
     total = weights.sum(axis=axis, keepdims=True)
-    # Divide only where the row has mass; fully blocked rows stay all-zero.
-    np.divide(weights, total, out=weights, where=total > 0)
+    # A fully blocked row sums to 0: divide it by 1 instead, so it stays all-zero. (Fixing the small
+    # sums costs less than a divide with where=, which takes about 1.6x as long over the large weights.)
+    total[total == 0] = 1.0
+    weights /= total
     return weights

@@ -24,7 +24,7 @@ import numpy as np
 
 from .._validation import as_float_array, check_bool, check_choice, check_min_ndim
 
-__all__ = ["torch_sdpa", "as_4d_tensors", "sdpa_kernel_used", "SDPA_KERNELS"]
+__all__ = ["torch_sdpa", "as_4d_tensors", "sdpa_kernel_used"]
 
 #: The kernels :func:`torch_sdpa` can run on a CPU, by the name PyTorch's ``SDPBackend`` gives them.
 SDPA_KERNELS = {"flash": "FLASH_ATTENTION", "math": "MATH"}

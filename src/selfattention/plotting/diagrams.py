@@ -1,8 +1,8 @@
 """One-chapter diagrams: pictures of one chapter's idea, not of any array a learner passes.
 
 How the columns of Q are dealt out to the heads (chapter 4), the encoder block
-and its residual connections (chapter 5), and the tiles of the score matrix
-that blocked attention holds step by step (chapter 7). They live here rather
+and its residual connections (chapter 5), the tiles of the score matrix
+that blocked attention holds step by step, and the roofline (chapter 7). They live here rather
 than in their chapter because their drawing code would bury the chapter's
 point and because the tests check what they draw.
 """
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["plot_head_split", "plot_encoder_block", "plot_block_traversal"]
+__all__ = ["plot_head_split", "plot_encoder_block", "plot_block_traversal", "plot_roofline"]
 
 
 def plot_head_split(
@@ -176,16 +176,20 @@ _TILE_STATES = {
 def plot_block_traversal(num_blocks: int, steps: Sequence[int] | None = None) -> Figure:
     """Show which tiles of the (T, S) score matrix exist at each step of blocked attention.
 
-    One panel per step: the current block of keys (its scores are in memory),
-    the blocks already folded into the running max, sum and output (gone), and
-    the blocks still to come (not yet computed).
+    The queries and the keys are both cut into ``num_blocks`` blocks, so the
+    scores are a ``num_blocks`` × ``num_blocks`` grid of tiles, visited a row
+    of tiles (one block of queries) at a time. One panel per step: the tile
+    whose scores are in memory, the tiles already folded into their queries'
+    running max, sum and output (gone), and the tiles still to come.
 
     Parameters
     ----------
     num_blocks : int
-        How many key blocks S is cut into.
+        How many blocks T and S are each cut into.
     steps : sequence of int, optional
-        Which steps to draw (0-based); defaults to the first, second and last.
+        Which steps to draw, 0-based in visiting order (row by row), from 0 to
+        ``num_blocks**2 - 1``; defaults to the first, the second and the first
+        of the second row of tiles.
 
     Returns
     -------
@@ -196,37 +200,109 @@ def plot_block_traversal(num_blocks: int, steps: Sequence[int] | None = None) ->
     ------
     ValueError
         If ``num_blocks`` is not a positive integer, or ``steps`` is not a
-        non-empty sequence of integers in ``[0, num_blocks - 1]``.
+        non-empty sequence of integers in ``[0, num_blocks**2 - 1]``.
 
     Notes
     -----
     See chapter 7 (memory-efficient attention).
     """
-    n = check_positive_int(num_blocks, "num_blocks")
+    n = check_positive_int(num_blocks, "num_blocks", at_most=64)
+    last = n * n - 1
     if steps is None:
-        steps = [0, min(1, n - 1), n - 1]
+        steps = sorted({0, min(1, last), min(n, last)})
     sequence = isinstance(steps, Sequence) and not isinstance(steps, (str, bytes))
     if not (sequence or isinstance(steps, np.ndarray) and steps.ndim == 1) or len(steps) == 0:
-        raise ValueError(f"steps must be a non-empty sequence of integers in [0, {n - 1}]; got {steps!r}")
+        raise ValueError(f"steps must be a non-empty sequence of integers in [0, {last}]; got {steps!r}")
     for step in steps:
-        if not is_index(step, n):
-            raise ValueError(f"steps must be integers in [0, {n - 1}]; got {step!r}")
+        if not is_index(step, n * n):
+            raise ValueError(f"steps must be integers in [0, {last}]; got {step!r}")
     plt = pyplot()
     from matplotlib.colors import ListedColormap
 
     colours = ListedColormap(list(_TILE_STATES.values()))  # done, current, to come
-    scale = {"cmap": colours, "vmin": 0, "vmax": 2, "aspect": "auto"}
-    fig, axes = plt.subplots(1, len(steps), figsize=(3.3 * len(steps), 3.4), squeeze=False)
+    scale = {"cmap": colours, "vmin": 0, "vmax": 2, "aspect": "equal"}
+    fig, axes = plt.subplots(1, len(steps), figsize=(3.3 * len(steps), 3.6), squeeze=False)
+    order = np.arange(n * n).reshape(n, n)  # the step at which each tile is computed
     for ax, step in zip(axes[0], steps, strict=True):
-        tiles = np.tile(np.sign(np.arange(n) - step) + 1, (n, 1))  # 0 before the step, 1 at it, 2 after it
-        heatmap(ax, tiles, title=f"step {step + 1} of {n}", xlabel="key block", ylabel="all T queries", **scale)
+        tiles = np.sign(order - int(step)) + 1  # 0 before the step, 1 at it, 2 after it
+        heatmap(ax, tiles, title=f"step {int(step) + 1} of {n * n}", xlabel="key block", ylabel="query block", **scale)
         ax.set_xticks(np.arange(-0.5, n, 1), minor=True)
-        ax.grid(which="minor", axis="x", color="black", linewidth=0.6)
+        ax.set_yticks(np.arange(-0.5, n, 1), minor=True)
+        ax.grid(which="minor", color="black", linewidth=0.6)
         ax.set_xticks(range(n), labels=[str(b) for b in range(n)])
-        ax.set_yticks([])
+        ax.set_yticks(range(n), labels=[str(b) for b in range(n)])
     legend = ["scores in memory now", "folded into m, l, o (freed)", "not computed yet"]
     handles = [plt.Rectangle((0, 0), 1, 1, facecolor=_TILE_STATES[name], edgecolor="black") for name in legend]
     fig.legend(handles, legend, loc="lower center", ncol=3, frameon=False)
-    fig.suptitle("Blocked attention holds one (T, block) tile of the (T, S) scores at a time")
+    fig.suptitle("Blocked attention holds one (block, block) tile of the (T, S) scores at a time")
     fig.tight_layout(rect=(0, 0.08, 1, 1))
     return fig
+
+
+def plot_roofline(
+    points: dict[str, tuple[float, float]],
+    peak_gflops: float,
+    bandwidth_gbytes: float,
+    *,
+    title: str = "Roofline",
+    ax: Axes | None = None,
+) -> Axes:
+    """Place implementations on a roofline: achieved GFLOP/s against flops per byte moved.
+
+    A kernel that does ``f`` flops while moving ``b`` bytes to and from memory
+    can run no faster than ``min(peak_gflops, bandwidth_gbytes * f / b)``: the
+    flat roof is the machine's arithmetic, the slope its memory. A point far
+    below the roof at its intensity loses time to something else.
+
+    Parameters
+    ----------
+    points : dict of str to (float, float)
+        Each implementation's ``(flops per byte, achieved GFLOP/s)``, both positive.
+    peak_gflops : float
+        The flat roof, e.g. the measured float32 matrix-product rate.
+    bandwidth_gbytes : float
+        The sloped roof, a measured memory bandwidth in GB/s.
+    title : str, default "Roofline"
+    ax : matplotlib.axes.Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        If ``points`` is not a non-empty dict of positive finite pairs, or a rate is not positive.
+
+    Notes
+    -----
+    See chapter 7 and :cite:`williams2009roofline`.
+    """
+    from .._validation import check_real_scalar
+
+    peak = check_real_scalar(peak_gflops, "peak_gflops", positive=True)
+    bandwidth = check_real_scalar(bandwidth_gbytes, "bandwidth_gbytes", positive=True)
+    check_text(title, "title")
+    if not isinstance(points, dict) or not points:
+        raise ValueError(f"points must be a non-empty dict of name -> (flops per byte, GFLOP/s); got {points!r:.80}")
+    for name, pair in points.items():
+        ok = isinstance(name, str) and isinstance(pair, (tuple, list)) and len(pair) == 2
+        values = np.asarray(pair, dtype=float) if ok and all(isinstance(x, (int, float)) for x in pair) else None
+        if values is None or not np.all(np.isfinite(values)) or np.any(values <= 0):
+            raise ValueError(
+                f"points[{name!r}] must be a pair of positive numbers (flops per byte, GFLOP/s); got {pair!r}"
+            )
+    ax = axes_for(ax, (6.4, 4.4))
+    xs = np.array([p[0] for p in points.values()], dtype=float)
+    lo, hi = min(xs.min(), peak / bandwidth) / 4, max(xs.max(), peak / bandwidth) * 4
+    grid = np.geomspace(lo, hi, 200)
+    ax.loglog(grid, np.minimum(peak, bandwidth * grid), color="black", linewidth=1.5, label="roof")
+    markers = "osD^vP*Xh"
+    for i, (name, (x, y)) in enumerate(points.items()):
+        ax.loglog([x], [y], markers[i % len(markers)], markersize=8, label=name)
+    ax.set_xlabel("flops per byte moved")
+    ax.set_ylabel("GFLOP/s")
+    ax.set_title(title)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return ax
