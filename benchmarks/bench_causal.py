@@ -42,20 +42,21 @@ def products_only(q: np.ndarray, k: np.ndarray, v: np.ndarray, block: int) -> No
             np.matmul(np.matmul(q[:, i : i + block], np.swapaxes(k[:, j : j + block], -1, -2)), v[:, j : j + block])
 
 
-def exp_only(tile: np.ndarray, tiles: int) -> None:
+def exp_only(tile: np.ndarray, out: np.ndarray, tiles: int) -> None:
     """As many float32 exps, tile by tile, as the loop takes: one per score."""
     for _ in range(tiles):
-        np.exp(tile, out=tile)
+        np.exp(tile, out=out)
 
 
 def breakdown(q: np.ndarray, k: np.ndarray, v: np.ndarray, repeats: int) -> dict:
-    tile = np.full((SEQUENCES, BLOCK_SIZE, BLOCK_SIZE), -1.0, dtype=np.float32)
+    tile = np.random.default_rng(0).uniform(-20, 0, (SEQUENCES, BLOCK_SIZE, BLOCK_SIZE)).astype(np.float32)
+    out = np.empty_like(tile)
     tiles = (T // BLOCK_SIZE) ** 2
     seconds = best_times(
         {
             "total": partial(memory_efficient_attention, q, k, v, block_size=BLOCK_SIZE),
             "products": partial(products_only, q, k, v, BLOCK_SIZE),
-            "exp": lambda: exp_only(tile.fill(-1.0) or tile, tiles),
+            "exp": partial(exp_only, tile, out, tiles),
         },
         repeats,
     )
@@ -71,22 +72,25 @@ def breakdown(q: np.ndarray, k: np.ndarray, v: np.ndarray, repeats: int) -> dict
 def run(repeats: int) -> dict:
     q, k, v = qkv(SEQUENCES, T, seed=2)
     tensors = as_4d_tensors(q, k, v)
-    split = partial(split_over_threads, memory_efficient_attention, q, k, v, block_size=BLOCK_SIZE)
+    split = partial(split_over_threads, memory_efficient_attention, q, k, v)
     calls = {
         "efficient_causal": partial(memory_efficient_attention, q, k, v, block_size=BLOCK_SIZE, is_causal=True),
         "efficient_noncausal": partial(memory_efficient_attention, q, k, v, block_size=BLOCK_SIZE),
-        "threads_causal": partial(split, is_causal=True),
-        "threads_noncausal": split,
+        "threads_causal": partial(split, block_size=BLOCK_SIZE, is_causal=True),
+        "threads_noncausal": partial(split, block_size=BLOCK_SIZE),
         "fused_causal": partial(fused, tensors, True),
         "fused_noncausal": partial(fused, tensors, False),
     }
     start = time.perf_counter()
     seconds = best_times(calls, repeats)
     peaks = {name: peak_bytes(calls[name]) for name in ("efficient_causal", "efficient_noncausal")}
-    sweep = best_times(
-        {str(b): partial(split_over_threads, memory_efficient_attention, q, k, v, block_size=b) for b in BLOCK_SWEEP},
-        repeats,
-    )
+    sweep = {
+        kind: best_times(
+            {str(b): partial(split, block_size=b, is_causal=kind == "causal") for b in BLOCK_SWEEP},
+            repeats,
+        )
+        for kind in ("noncausal", "causal")
+    }
     return {
         "sequences": SEQUENCES,
         "T": T,
@@ -121,6 +125,8 @@ def report(result: dict) -> list[str]:
         + f"; products at {result['breakdown']['products_gflops']:.0f} GFLOP/s, "
         f"exp {result['breakdown']['exp_ns_per_score']:.2f} ns per score"
     )
-    sweep = result["block_sweep_threads_seconds"]
-    lines.append("  split over threads, by block size: " + ", ".join(f"{b}: {s:.3f} s" for b, s in sweep.items()))
+    for kind, sweep in result["block_sweep_threads_seconds"].items():
+        lines.append(
+            f"  split over threads, {kind}, by block size: " + ", ".join(f"{b}: {s:.3f} s" for b, s in sweep.items())
+        )
     return lines

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from functools import partial
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from bench_common import HEAD_DIM, attention_flops, copy_gbytes, gemm_gflops, qkv, torch_peak
@@ -53,6 +54,24 @@ def bytes_moved(name: str, T: int, sequences: int = SEQUENCES, block: int = BLOC
     return qkvo
 
 
+def reference_breakdown(repeats: int, T: int = 1024) -> dict:
+    """Where the reference's time goes at T = 1024: its two products alone, its exps alone, and the rest."""
+    q, k, v = qkv(SEQUENCES, T)
+    scores = np.matmul(q, np.swapaxes(k, -1, -2))
+    shifted = scores - scores.max(axis=-1, keepdims=True)
+    buffer = np.empty_like(shifted)
+    seconds = best_times(
+        {
+            "total": partial(scaled_dot_product_attention, q, k, v),
+            "products": lambda: np.matmul(np.matmul(q, np.swapaxes(k, -1, -2), out=buffer), v),
+            "exp": partial(np.exp, shifted, out=buffer),
+        },
+        repeats,
+    )
+    seconds["rest"] = max(seconds["total"] - seconds["products"] - seconds["exp"], 0.0)
+    return {"T": T, "seconds": seconds}
+
+
 def run(repeats: int) -> dict:
     result = {
         "sizes": {"sequences": SEQUENCES, "head_dim": HEAD_DIM, "dtype": "float32", "block_size": BLOCK_SIZE},
@@ -92,6 +111,7 @@ def run(repeats: int) -> dict:
                 "memory_method": "peak RSS of a child process" if name.startswith("torch") else "tracemalloc",
             }
     result["rows"] = list(rows.values())
+    result["reference_breakdown"] = reference_breakdown(repeats)
     result["ratios"] = {
         str(T): {
             **(
@@ -130,6 +150,10 @@ def report(result: dict) -> list[str]:
             f"{row['T']:>6} {row['implementation']:>15} {row['seconds']:>10.4f} {row['gflops']:>9.1f} "
             f"{share:>9.0f}% {peak:>17}"
         )
+    parts = result["reference_breakdown"]
+    lines.append(
+        f"reference at T = {parts['T']}: " + ", ".join(f"{name} {sec:.3f} s" for name, sec in parts["seconds"].items())
+    )
     lines.append("ratios (targets: numpy/fused time <= 2 at T=1024; efficient/numpy memory <= 0.10 at T=8192)")
     for T, ratio in result["ratios"].items():
         lines.append(f"  T={T:>5}: " + ", ".join(f"{key} = {value:.2f}" for key, value in ratio.items()))
