@@ -221,7 +221,7 @@ def plot_block_traversal(num_blocks: int, steps: Sequence[int] | None = None) ->
 
     colours = ListedColormap(list(_TILE_STATES.values()))  # done, current, to come
     scale = {"cmap": colours, "vmin": 0, "vmax": 2, "aspect": "equal"}
-    fig, axes = plt.subplots(1, len(steps), figsize=(3.3 * len(steps), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(steps), figsize=(3.3 * len(steps), 4.0), squeeze=False)
     order = np.arange(n * n).reshape(n, n)  # the step at which each tile is computed
     for ax, step in zip(axes[0], steps, strict=True):
         tiles = np.sign(order - int(step)) + 1  # 0 before the step, 1 at it, 2 after it
@@ -235,7 +235,7 @@ def plot_block_traversal(num_blocks: int, steps: Sequence[int] | None = None) ->
     handles = [plt.Rectangle((0, 0), 1, 1, facecolor=_TILE_STATES[name], edgecolor="black") for name in legend]
     fig.legend(handles, legend, loc="lower center", ncol=3, frameon=False)
     fig.suptitle("Blocked attention holds one (block, block) tile of the (T, S) scores at a time")
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig
 
 
@@ -300,6 +300,11 @@ def plot_roofline(
     markers = "osD^vP*Xh"
     for i, (name, (x, y)) in enumerate(points.items()):
         ax.loglog([x], [y], markers[i % len(markers)], markersize=8, label=name)
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
+
+    for axis in (ax.xaxis, ax.yaxis):  # plain numbers (20, 100), not powers of ten
+        axis.set_major_formatter(ScalarFormatter())
+        axis.set_minor_formatter(NullFormatter())
     ax.set_xlabel("flops per byte moved")
     ax.set_ylabel("GFLOP/s")
     ax.set_title(title)
