@@ -24,8 +24,9 @@ is the one place that converts.
 
 The modules, in teaching order: ``scores`` (softmax), ``masks``, ``params``
 (weight containers), ``attention``, ``multihead``, ``encoder``, ``vision``,
-``efficient`` (and ``parallel``, its thread split), ``positions``, ``decoding``, ``backward``, ``training``,
-``tiny_encoder``, ``vit`` (and ``vit_training``, its training and recorded
+``efficient`` (and ``parallel``, its thread split), ``positions``,
+``decoding`` (and ``decode_cost``, what a step reads), ``backward``,
+``training``, ``tiny_encoder``, ``vit`` (and ``vit_training``, its training and recorded
 run), ``pretrained``; then ``interop`` (reading PyTorch), ``plotting``,
 ``interactive`` (the site's interactive figures),
 ``exercises`` (the checkers), ``testing`` and ``measure`` (helpers for the
@@ -47,6 +48,7 @@ from typing import Any
 from . import (
     attention,
     backward,
+    decode_cost,
     decoding,
     efficient,
     encoder,
@@ -66,6 +68,7 @@ from . import (
 )
 from .attention import *  # noqa: F403
 from .backward import *  # noqa: F403
+from .decode_cost import *  # noqa: F403
 from .decoding import *  # noqa: F403
 from .efficient import *  # noqa: F403
 from .encoder import *  # noqa: F403
@@ -114,6 +117,7 @@ __all__ = [
     *parallel.__all__,
     *positions.__all__,
     *decoding.__all__,
+    *decode_cost.__all__,
     *backward.__all__,
     *training.__all__,
     *tiny_encoder.__all__,
