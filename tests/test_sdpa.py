@@ -54,7 +54,10 @@ def test_as_4d_tensors_shares_memory():
     [
         (lambda: sa.torch_sdpa(*qkv((3, 4)), kernel="fast"), r"kernel must be one of"),
         (lambda: sa.torch_sdpa(*qkv((3, 4)), is_causal=1), r"is_causal must be True or False"),
-        (lambda: sa.torch_sdpa(np.ones(3), np.ones(3), np.ones(3)), r"q must have at least 2 axes \(\.\.\., T, D\); got shape \(3,\)"),
+        (
+            lambda: sa.torch_sdpa(np.ones(3), np.ones(3), np.ones(3)),
+            r"q must have at least 2 axes \(\.\.\., T, D\); got shape \(3,\)",
+        ),
         (lambda: sa.torch_sdpa(*qkv((3, 4), dtype=np.float16)), r"q must be float32 or float64 .* got float16"),
         (lambda: sa.torch_sdpa(np.ones((2, 3, 4)), np.ones((3, 4)), np.ones((3, 4))), r"same batch axes"),
         (lambda: sa.torch_sdpa(np.ones((3, 4)), np.ones((3, 5)), np.ones((3, 4))), r"must fit together"),
