@@ -188,7 +188,7 @@ def test_mean_pool_leaves_out_padding():
 
 def test_a_text_longer_than_the_positions_is_cut_with_a_warning(model, bert):
     with pytest.warns(UserWarning, match=r"text 0 has 632 tokens .* limit is 512, .* 120 are dropped"):
-        ids, keep = model.token_ids([LONG_TEXT])
+        ids, keep = model.token_ids([LONG_TEXT])  # and a LongInputWarning: 512 is still over 128
     assert ids.shape == (1, 512) and keep.all()
     assert ids[0, 0] == model.tokenizer.token_to_id("[CLS]") and ids[0, -1] == model.tokenizer.token_to_id("[SEP]")
     theirs, _ = _bert(bert, ids, keep)
@@ -212,6 +212,33 @@ def test_short_texts_give_no_warning(model):
         warnings.simplefilter("error")
         model.encode(TEXTS)
         model.attentions(TEXTS[0], max_tokens=9)
+
+
+def test_texts_longer_than_the_trained_length_warn_once_each(model):
+    assert model.trained_length == 128  # tokenizer.json's truncation, read before load_minilm turns it off
+    words_128 = "word " * 126  # 126 word pieces + [CLS] + [SEP]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert len(model.tokens(words_128)) == 128
+    for call in (model.tokens, model.attentions, lambda text: model.encode([text]), lambda t: model.token_ids([t])):
+        with pytest.warns(sa.LongInputWarning, match=r"text 0 has 129 tokens .* more than the 128 the model") as got:
+            call(words_128 + "word")
+        assert [w.category for w in got] == [sa.LongInputWarning]
+    with pytest.warns(sa.LongInputWarning, match="text 1 has 130 tokens"):
+        model.token_ids(["short", words_128 + "word word"])
+    assert issubclass(sa.LongInputWarning, UserWarning)
+
+
+def test_trained_length_is_checked(model):
+    for bad in (1, 513, 12.0, True, "128"):
+        with pytest.raises(ValueError, match=r"trained_length must be None or an integer from 2 to the model's 512"):
+            sa.MiniLM(model.config, model.embeddings, model.layers, model.tokenizer, model.path, bad)
+    unlimited = sa.MiniLM(model.config, model.embeddings, model.layers, model.tokenizer, model.path)
+    assert unlimited.trained_length is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        unlimited.tokens("word " * 300)
+    assert model.astype(np.float64).trained_length == 128
 
 
 def test_forward_refuses_more_tokens_than_positions(model):

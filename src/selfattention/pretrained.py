@@ -43,6 +43,7 @@ __all__ = [
     "MINILM_PACKAGE",
     "MINILM_SHA256",
     "ModelFilesError",
+    "LongInputWarning",
     "BertConfig",
     "BertEmbeddings",
     "MiniLM",
@@ -57,6 +58,20 @@ MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9d
 """SHA-256 of all-MiniLM-L6-v2's ``model.safetensors`` (90,868,376 bytes), as version 0.1.0 of the package ships it."""
 
 _FILES = ("config.json", "model.safetensors", "tokenizer.json")
+
+
+class LongInputWarning(UserWarning):
+    """A text is longer than the texts the model was trained on.
+
+    all-MiniLM-L6-v2 has 512 learned positions, but it was fine-tuned on texts
+    cut at 128 tokens (its ``tokenizer.json`` cuts there). On longer texts its
+    heads change: in chapter 13, its previous-token head, which puts all its
+    weight on the token before in texts of up to 128 tokens, misses it at
+    many places, early ones included, in longer texts. The output
+    is still computed, but it is the model outside what it was trained on.
+    """
+
+
 _SPECIAL = ("[CLS]", "[SEP]", "[PAD]")
 
 
@@ -229,6 +244,10 @@ class MiniLM(_Container):
         turned off: :meth:`token_ids` pads and cuts.
     path : pathlib.Path
         The directory the files came from.
+    trained_length : int or None
+        The longest text, in tokens, the model was trained on: the length its
+        ``tokenizer.json`` cut at (128 for all-MiniLM-L6-v2), or None if it
+        names none. Longer texts are read, with a :class:`LongInputWarning`.
     """
 
     config: BertConfig
@@ -236,6 +255,7 @@ class MiniLM(_Container):
     layers: tuple[EncoderParams, ...]
     tokenizer: Any
     path: Path
+    trained_length: int | None = None
 
     def __post_init__(self) -> None:
         self._require("config", BertConfig)
@@ -268,6 +288,13 @@ class MiniLM(_Container):
             raise ValueError(f"tokenizer must be a tokenizers.Tokenizer; got {type(self.tokenizer).__name__}")
         if not isinstance(self.path, Path):
             raise ValueError(f"path must be a pathlib.Path; got {type(self.path).__name__}")
+        if self.trained_length is not None:
+            trained = self.trained_length
+            if isinstance(trained, bool) or not isinstance(trained, int) or not 2 <= trained <= c.max_positions:
+                raise ValueError(
+                    f"trained_length must be None or an integer from 2 to the model's {c.max_positions} positions; "
+                    f"got {trained!r}"
+                )
         vocab = self.tokenizer.get_vocab_size(with_added_tokens=True)
         if vocab != c.vocab_size:
             raise ValueError(f"the tokenizer has {vocab:,} word pieces but the config's vocab_size is {c.vocab_size:,}")
@@ -327,7 +354,10 @@ class MiniLM(_Container):
         A text longer than ``max_tokens`` (default: the model's positions,
         512) keeps [CLS], its first ``max_tokens - 2`` word pieces and [SEP],
         with a ``UserWarning`` that says how many were dropped: the model has
-        no position for the rest.
+        no position for the rest. A text that keeps more tokens than the model
+        was trained on (``trained_length``, 128 for all-MiniLM-L6-v2) is read
+        whole, with a :class:`LongInputWarning`. Every method that reads
+        texts (:meth:`tokens`, :meth:`encode`, :meth:`attentions`) warns alike.
 
         Returns
         -------
@@ -354,6 +384,14 @@ class MiniLM(_Container):
                     stacklevel=stacklevel,
                 )
                 ids = ids[: limit - 1] + [sep]
+            if self.trained_length is not None and len(ids) > self.trained_length:
+                warnings.warn(
+                    f"text {i} has {len(ids)} tokens with [CLS] and [SEP], more than the {self.trained_length} the "
+                    f"model was trained on: it is read whole, but the model works outside its training on it "
+                    "(chapter 13: its previous-token head fails on such texts)",
+                    LongInputWarning,
+                    stacklevel=stacklevel,
+                )
             rows.append(ids)
         T = max(map(len, rows))
         ids = np.full((len(rows), T), self.tokenizer.token_to_id("[PAD]"), dtype=np.int64)
@@ -694,7 +732,11 @@ def load_minilm(
         tokenizer = Tokenizer.from_file(str(path / "tokenizer.json"))
     except Exception as exc:  # tokenizers raises a bare Exception for a damaged file
         raise ValueError(f"{path / 'tokenizer.json'} could not be read as a Hugging Face tokenizer: {exc}") from None
+    trained = (tokenizer.truncation or {}).get("max_length")  # the length the model was fine-tuned at
     tokenizer.no_padding()  # tokenizer.json pads every text to 128 tokens
     tokenizer.no_truncation()  # ... and silently cuts at 128; token_ids cuts at the model's limit, with a warning
-    model = MiniLM(config=config, embeddings=embeddings, layers=layers, tokenizer=tokenizer, path=path)
+    trained = trained if isinstance(trained, int) and 2 <= trained <= config.max_positions else None
+    model = MiniLM(
+        config=config, embeddings=embeddings, layers=layers, tokenizer=tokenizer, path=path, trained_length=trained
+    )
     return _cast(model, dtype)  # a read-only copy in the asked dtype
