@@ -6,7 +6,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from selfattention import LLAMA2_7B, decode_step_cost
+from selfattention import decode_step_cost
+from selfattention.decode_cost import LLAMA2_7B
 
 
 def test_a_tiny_model_counted_by_hand():

@@ -16,7 +16,7 @@ from typing import Any
 
 from ._validation import check_bool, check_positive_int
 
-__all__ = ["decode_step_cost", "LLAMA2_7B"]
+__all__ = ["decode_step_cost"]
 
 #: Llama-2-7B's shapes (Touvron et al. 2023, arXiv:2307.09288): 32 layers of width 4096, 32 heads of width 128 (no GQA),
 #: a gated feed-forward layer of width 11008, a vocabulary of 32000, weights and cache in 16 bits.
