@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from _scripts import load_script
 from sklearn.model_selection import train_test_split
 from threadpoolctl import threadpool_limits
 
@@ -20,10 +20,7 @@ RECORD = json.loads((ROOT / "src" / "selfattention" / "data" / "ch12_comparison.
 
 @pytest.fixture(scope="module")
 def script():
-    spec = importlib.util.spec_from_file_location("record_ch12", ROOT / "scripts" / "record_ch12_comparison.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("record_ch12_comparison")
 
 
 @pytest.fixture(scope="module")

@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
+from _scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow
 
 
-def load_script():
-    spec = importlib.util.spec_from_file_location("record_ch11_seeds", ROOT / "scripts" / "record_ch11_seeds.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def script():
-    return load_script()
+    return load_script("record_ch11_seeds")
 
 
 @pytest.fixture(scope="module")

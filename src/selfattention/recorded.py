@@ -134,6 +134,13 @@ def _load() -> dict[str, Any]:
     return json.loads(resources.files("selfattention").joinpath(RECORD_FILE).read_text(encoding="utf-8"))
 
 
+def _section(section: Any) -> dict[str, Any]:
+    record = _load()["sections"]
+    if not isinstance(section, str) or section not in record:
+        raise ValueError(f"section must be one of {sorted(record)}; got {section!r}")
+    return record[section]
+
+
 def recorded_run(section: str, *, check_sources: bool = True) -> dict[str, Any]:
     """One section of the recorded ``make bench`` run, with what it measured under ``"measured"``.
 
@@ -152,10 +159,7 @@ def recorded_run(section: str, *, check_sources: bool = True) -> dict[str, Any]:
     ValueError
         If ``section`` is not one of the recorded sections.
     """
-    record = _load()["sections"]
-    if not isinstance(section, str) or section not in record:
-        raise ValueError(f"section must be one of {sorted(record)}; got {section!r}")
-    result = record[section]
+    result = _section(section)
     if check_sources is not True and check_sources is not False:
         raise ValueError(f"check_sources must be True or False; got {check_sources!r}")
     if check_sources:
@@ -182,10 +186,7 @@ def stale_sources(section: str, clone: Path | None = None) -> list[str]:
     ValueError
         If ``section`` is not one of the recorded sections.
     """
-    record = _load()["sections"]
-    if not isinstance(section, str) or section not in record:
-        raise ValueError(f"section must be one of {sorted(record)}; got {section!r}")
-    sources = record[section]["measured"]["sources"]
+    sources = _section(section)["measured"]["sources"]
     changed = []
     for name, digest in sources.items():
         if name.startswith("selfattention/"):
