@@ -120,11 +120,14 @@ def _attention_backward_core(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """dQ, dK, dV on broadcast batch axes, from the weights P and the output O."""
     grad_v = np.swapaxes(weights, -1, -2) @ grad_out  # dV = P^T dO: (..., S, Dv)
-    grad_p = grad_out @ np.swapaxes(v, -1, -2)  # dP = dO V^T: (..., T, S)
     delta = (grad_out * out).sum(axis=-1, keepdims=True)  # D = rowsum(dO * O) = rowsum(P * dP): (..., T, 1)
-    grad_s = weights * (grad_p - delta)  # dS = P * (dP - D); 0 wherever P is 0 (masked keys, blocked rows)
-    grad_q = scale * (grad_s @ k)  # (..., T, Dk)
-    grad_k = scale * (np.swapaxes(grad_s, -1, -2) @ q)  # (..., S, Dk)
+    grad_s = grad_out @ np.swapaxes(v, -1, -2)  # dP = dO V^T: (..., T, S), all batch axes
+    grad_s -= delta  # then in place, no second (T, S) array:
+    grad_s *= weights  # dS = P * (dP - D); 0 wherever P is 0 (masked keys, blocked rows)
+    grad_q = grad_s @ k  # (..., T, Dk)
+    grad_k = np.swapaxes(grad_s, -1, -2) @ q  # (..., S, Dk)
+    grad_q *= scale
+    grad_k *= scale
     return grad_q, grad_k, grad_v
 
 
@@ -277,30 +280,38 @@ def memory_efficient_attention_backward(
     kb = np.broadcast_to(k_, (*batch, S, k_.shape[-1])).astype(work, copy=False)
     vb = np.broadcast_to(v_, (*batch, S, Dv)).astype(work, copy=False)
     delta = (grad_out * out).sum(axis=-1, keepdims=True)  # D: (..., T, 1)
-    shift = np.where(np.isneginf(lse), 0.0, lse)  # a fully masked query: its scores are all -inf, P = 0
-    grad_q = np.zeros(qs.shape, dtype=work)
+    shift = np.where(np.isneginf(lse), 0.0, lse)  # a fully masked query: its scores are all -inf, so P = e^-inf = 0
+    grad_q = np.zeros(qs.shape, dtype=work)  # summed without the scale, applied once at the end
     grad_k = np.zeros(kb.shape, dtype=work)
     grad_v = np.zeros(vb.shape, dtype=work)
     row_total = np.zeros((*batch, T), dtype=np.float64)  # each query's rebuilt weights must sum to 1
+    tile = (*batch, min(block, T), min(block, S))
+    p_full, grad_s_full = np.empty(tile, dtype=work), np.empty(tile, dtype=work)  # reused by every full tile
     with np.errstate(over="ignore", invalid="ignore"):
         for q_start in range(0, T, block):
             rows = slice(q_start, min(q_start + block, T))
             first_position = S - T + q_start
             key_stop = min(S, S - T + rows.stop) if is_causal else S
+            q_rows, grad_out_rows = qs[..., rows, :], grad_out[..., rows, :]
             for start in range(0, max(key_stop, 0), block):
                 cols = slice(start, min(start + block, key_stop))
-                scores = qs[..., rows, :] @ np.swapaxes(kb[..., cols, :], -1, -2)  # (..., rows, cols), recomputed
+                k_cols, v_cols = kb[..., cols, :], vb[..., cols, :]
+                full = (rows.stop - rows.start, cols.stop - cols.start) == tile[-2:]
+                p = np.matmul(q_rows, np.swapaxes(k_cols, -1, -2), out=p_full if full else None)  # the scores
                 if mask_ is not None:
-                    apply_mask(scores, mask_[..., rows, cols])
+                    apply_mask(p, mask_[..., rows, cols])
                 if is_causal and cols.stop - 1 > first_position:
-                    apply_causal_tile(scores, first_position, start)
-                p = np.exp(scores - shift[..., rows, :])  # the exact weights of this tile
-                p[np.broadcast_to(np.isneginf(lse[..., rows, :]), p.shape)] = 0.0
+                    apply_causal_tile(p, first_position, start)
+                p -= shift[..., rows, :]
+                np.exp(p, out=p)  # the exact weights of this tile, in place of its scores
                 row_total[..., rows] += p.sum(axis=-1)
-                grad_v[..., cols, :] += np.swapaxes(p, -1, -2) @ grad_out[..., rows, :]
-                grad_s = p * (grad_out[..., rows, :] @ np.swapaxes(vb[..., cols, :], -1, -2) - delta[..., rows, :])
-                grad_q[..., rows, :] += scale_ * (grad_s @ kb[..., cols, :])
-                grad_k[..., cols, :] += np.swapaxes(grad_s, -1, -2) @ qs[..., rows, :]  # qs holds the scale
+                grad_v[..., cols, :] += np.swapaxes(p, -1, -2) @ grad_out_rows
+                grad_s = np.matmul(grad_out_rows, np.swapaxes(v_cols, -1, -2), out=grad_s_full if full else None)
+                grad_s -= delta[..., rows, :]
+                grad_s *= p  # dS = P * (dP - D), in place
+                grad_q[..., rows, :] += grad_s @ k_cols
+                grad_k[..., cols, :] += np.swapaxes(grad_s, -1, -2) @ q_rows  # q_rows holds the scale
+    grad_q *= scale_
     expected = np.where(np.isneginf(lse[..., 0]), 0.0, 1.0)
     finite = lse[np.isfinite(lse)]
     largest = float(np.abs(finite).max()) if finite.size else 0.0
