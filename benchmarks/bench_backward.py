@@ -14,7 +14,8 @@ T = 1024 and at B·H = 8, T = 4096 (float32, head width 64), timed in interleave
 
 Then the two NumPy backwards alone, each handed what its forward kept, and, to show where their time
 goes, their matrix products alone (the same products on the same shapes, into preallocated outputs; the
-rest of a backward's time is its element-wise passes: exp, D, dS). The peak extra memory of each NumPy
+rest of a backward's time is its element-wise passes: exp, D, dS), and how much the two backwards' times
+vary from round to round (slowest over fastest, in as many more rounds). The peak extra memory of each NumPy
 step and backward (tracemalloc), and the recomputing backward's time against its block size at
 B·H = 8, T = 4096.
 """
@@ -22,6 +23,7 @@ B·H = 8, T = 4096.
 from __future__ import annotations
 
 import os
+import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
@@ -113,6 +115,17 @@ def efficient_products(grad_out, q, k, v, block: int, outputs) -> None:
             np.matmul(np.swapaxes(tile2, -1, -2), q_rows, out=grad_rows)
 
 
+def round_spread(calls: dict, rounds: int) -> dict:
+    """Slowest over fastest of each call's times in `rounds` more interleaved rounds: how much one best-of-N says."""
+    times = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            start = time.perf_counter()
+            call()
+            times[name].append(time.perf_counter() - start)
+    return {name: max(t) / min(t) for name, t in times.items()}
+
+
 def one_size(sequences: int, T: int, repeats: int) -> dict:
     q, k, v = qkv(sequences, T, seed=3)
     grad_out = np.random.default_rng(4).standard_normal(q.shape, dtype=np.float32)
@@ -138,6 +151,7 @@ def one_size(sequences: int, T: int, repeats: int) -> dict:
         "efficient_backward_products": partial(efficient_products, grad_out, q, k, v, block, efficient_outputs),
     }
     seconds = best_times(calls, repeats)
+    spread = round_spread({name: calls[name] for name in ("plain_backward", "efficient_backward")}, repeats)
     ntsd = sequences * T * T * HEAD_DIM
     peaks = {name: peak_bytes(calls[name]) for name in ("plain_backward", "efficient_backward")}
     steps = {name: calls[name] for name in ("plain_step", "efficient_step")}
@@ -149,6 +163,7 @@ def one_size(sequences: int, T: int, repeats: int) -> dict:
         "seconds": seconds,
         "gflops": {name: FLOPS[name] * ntsd / seconds[name] / 1e9 for name in seconds},
         "peak_extra_bytes": peaks,
+        "round_spread": spread,
     }
 
 
@@ -211,6 +226,8 @@ def report(result: dict) -> list[str]:
         lines.append(f"  B*H x T = {key}:")
         for name, seconds in r["seconds"].items():
             lines.append(f"    {name:>27}: {seconds:.3f} s, {r['gflops'][name]:5.1f} GFLOP/s")
+        spread = r["round_spread"]
+        lines.append("    slowest/fastest round: " + ", ".join(f"{k} {v:.2f}" for k, v in spread.items()))
         lines.append(
             "    peak extra MiB: " + ", ".join(f"{k} {v / 2**20:.0f}" for k, v in r["peak_extra_bytes"].items())
         )
