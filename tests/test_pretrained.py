@@ -241,6 +241,25 @@ def test_trained_length_is_checked(model):
     assert model.astype(np.float64).trained_length == 128
 
 
+def test_forward_warns_above_the_trained_length_and_is_silent_at_it(model):
+    ids, keep = model.token_ids(["word " * 126])  # 128 tokens with [CLS] and [SEP]: the trained length
+    longer = np.insert(ids, 1, ids[0, 1], axis=1)  # (1, 129): one more word piece
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model.forward(ids, keep)
+        model.forward(np.pad(ids, ((0, 1), (0, 5))), np.pad(keep, ((0, 1), (0, 5))) | np.eye(2, 133, dtype=bool))
+    with pytest.warns(sa.LongInputWarning, match=r"text 0 has 129 tokens .* more than the 128 the model") as got:
+        model.forward(longer)
+    assert [w.category for w in got] == [sa.LongInputWarning] and got[0].filename == __file__
+    padded = np.concatenate([np.pad(ids, ((0, 0), (0, 1))), longer])  # row 0: 128 real tokens and padding
+    with pytest.warns(sa.LongInputWarning, match="text 1 has 129 tokens") as got:
+        model.forward(padded, np.concatenate([np.pad(keep, ((0, 0), (0, 1))), np.ones_like(longer, bool)]))
+    assert len(got) == 1  # only the row with more than 128 real tokens
+    with pytest.warns(sa.LongInputWarning) as got:
+        model.forward(np.repeat(longer, 3, axis=0))
+    assert len(got) == 3  # once per row
+
+
 def test_forward_refuses_more_tokens_than_positions(model):
     with pytest.raises(ValueError, match="the model has 512 positions; got T=513"):
         model.forward(np.zeros((1, 513), dtype=np.int64))
@@ -626,7 +645,7 @@ def test_small_argument_checks(model):
 
 
 def test_encode_refuses_a_vector_it_cannot_normalise(model, monkeypatch):
-    monkeypatch.setattr(sa.MiniLM, "forward", lambda self, ids, keep: np.zeros((*ids.shape, 384), np.float32))
+    monkeypatch.setattr(sa.MiniLM, "_forward", lambda self, ids, keep, weights: np.zeros((*ids.shape, 384), np.float32))
     with pytest.raises(ValueError, match="text 0 pooled to a vector of length 0.0"):
         model.encode(["anything"])
 

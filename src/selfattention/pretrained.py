@@ -65,10 +65,16 @@ class LongInputWarning(UserWarning):
 
     all-MiniLM-L6-v2 has 512 learned positions, but it was fine-tuned on texts
     cut at 128 tokens (its ``tokenizer.json`` cuts there). On longer texts its
-    heads change: in chapter 13, its previous-token head, which puts all its
-    weight on the token before in texts of up to 128 tokens, misses it at
-    many places, early ones included, in longer texts. The output
-    is still computed, but it is the model outside what it was trained on.
+    heads change: in chapter 13, its previous-token head, which finds the
+    token before in every row of texts of up to 128 tokens, loses it in more
+    and more of the rows before position 128 as a text grows past 128 (in 60%
+    of them at 378 tokens), looking at keys from position 128 on instead. The
+    output is still computed, but it is the model outside what it was trained
+    on. :meth:`MiniLM.token_ids` and every method that reads texts give this
+    warning, once per text and call, and so does :meth:`MiniLM.forward` for a
+    row of ids with more real tokens than ``trained_length``; more than the
+    model's 512 positions is an error in :meth:`MiniLM.forward` and a cut
+    (with a ``UserWarning``) in the methods that read texts.
     """
 
 
@@ -357,7 +363,8 @@ class MiniLM(_Container):
         no position for the rest. A text that keeps more tokens than the model
         was trained on (``trained_length``, 128 for all-MiniLM-L6-v2) is read
         whole, with a :class:`LongInputWarning`. Every method that reads
-        texts (:meth:`tokens`, :meth:`encode`, :meth:`attentions`) warns alike.
+        texts (:meth:`tokens`, :meth:`encode`, :meth:`attentions`) warns alike,
+        and :meth:`forward` warns for ids with more real tokens than that.
 
         Returns
         -------
@@ -385,13 +392,7 @@ class MiniLM(_Container):
                 )
                 ids = ids[: limit - 1] + [sep]
             if self.trained_length is not None and len(ids) > self.trained_length:
-                warnings.warn(
-                    f"text {i} has {len(ids)} tokens with [CLS] and [SEP], more than the {self.trained_length} the "
-                    f"model was trained on: it is read whole, but the model works outside its training on it "
-                    "(chapter 13: its previous-token head fails on such texts)",
-                    LongInputWarning,
-                    stacklevel=stacklevel,
-                )
+                self._warn_long(i, len(ids), stacklevel)
             rows.append(ids)
         T = max(map(len, rows))
         ids = np.full((len(rows), T), self.tokenizer.token_to_id("[PAD]"), dtype=np.int64)
@@ -400,6 +401,15 @@ class MiniLM(_Container):
             ids[i, : len(row)] = row
             keep[i, : len(row)] = True
         return ids, keep
+
+    def _warn_long(self, i: int, length: int, stacklevel: int) -> None:
+        warnings.warn(
+            f"text {i} has {length} tokens with [CLS] and [SEP], more than the {self.trained_length} the "
+            "model was trained on: it is read whole, but the model works outside its training on it "
+            "(chapter 13: its previous-token head fails on such texts)",
+            LongInputWarning,
+            stacklevel=stacklevel + 1,
+        )
 
     def tokens(self, text: str, max_tokens: int | None = None) -> list[str]:
         """The word pieces of one text, [CLS] and [SEP] included: the rows and columns of :meth:`attentions`."""
@@ -427,9 +437,23 @@ class MiniLM(_Container):
         hidden : numpy.ndarray, shape (N, T, D)
         weights : numpy.ndarray, shape (layers, N, H, T, T)
             Only with ``return_weights=True``.
+
+        Warns
+        -----
+        LongInputWarning
+            For each row with more real tokens than ``trained_length``.
         """
         return_weights = check_bool(return_weights, "return_weights")
         ids, keep = self._check_ids(ids, keep)
+        if self.trained_length is not None:
+            for i in np.flatnonzero(keep.sum(axis=1) > self.trained_length):
+                self._warn_long(int(i), int(keep[i].sum()), stacklevel=2)
+        return self._forward(ids, keep, return_weights)
+
+    def _forward(
+        self, ids: np.ndarray, keep: np.ndarray, return_weights: bool
+    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        """:meth:`forward` on checked ids, without the warning (the text-reading methods have given it)."""
         c = self.config
         x = self._embed(ids)  # (N, T, D)
         mask = keep[:, None, None, :]  # (N, 1, 1, T): every head and query of example n sees its real keys
@@ -504,7 +528,7 @@ class MiniLM(_Container):
         out = []
         for start in range(0, len(texts), batch_size):
             ids, keep = self._token_ids(texts[start : start + batch_size], max_tokens)
-            pooled = mean_pool(self.forward(ids, keep), keep)
+            pooled = mean_pool(self._forward(ids, keep, False), keep)
             length = np.linalg.norm(pooled, axis=-1, keepdims=True)
             if not (np.isfinite(length).all() and (length > 0).all()):
                 bad = start + int(np.flatnonzero(~(np.isfinite(length[:, 0]) & (length[:, 0] > 0)))[0])
@@ -524,7 +548,7 @@ class MiniLM(_Container):
         if not isinstance(text, str):
             raise ValueError(f"text must be a string; got {type(text).__name__}")
         ids, keep = self._token_ids([text], max_tokens)
-        _, weights = self.forward(ids, keep, return_weights=True)
+        _, weights = self._forward(ids, keep, True)
         return weights[:, 0]  # (layers, H, T, T)
 
 
