@@ -97,10 +97,8 @@ def run(repeats: int) -> dict:
         for name, call in calls.items():
             if name.startswith("torch"):
                 peak = torch_peak(SEQUENCES, T, kernel=name.removeprefix("torch_"))
-            elif name.endswith("_threads"):
-                peak = None  # tracemalloc follows every thread, but the split adds nothing worth a second count
             else:
-                peak = peak_bytes(call)
+                peak = peak_bytes(call)  # tracemalloc follows the split's threads too
             rows[(T, name)] = {
                 "T": T,
                 "implementation": name,

@@ -33,6 +33,34 @@ def test_split_puts_tuples_back_together_in_order():
     np.testing.assert_allclose(weights, ref_weights, rtol=1e-13, atol=1e-13)
 
 
+def test_split_holds_the_output_once_not_twice():
+    """The reference returns its T x S weights: the split must not hold a second copy of them while joining."""
+    import tracemalloc
+
+    q, k, v = qkv((16, 128, 8), seed=2)
+    weights_bytes = 16 * 128 * 128 * 8
+
+    def peak(call):
+        tracemalloc.start()
+        try:
+            call()
+            return tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+
+    one = peak(lambda: sa.scaled_dot_product_attention(q, k, v))
+    split = peak(lambda: sa.split_over_threads(sa.scaled_dot_product_attention, q, k, v, threads=2))
+    assert one > weights_bytes  # the reference holds its weights ...
+    assert split < one + 0.5 * weights_bytes  # ... and the split adds well under another copy of them
+
+
+def test_split_refuses_a_function_that_does_not_return_arrays_per_sequence():
+    with pytest.raises(ValueError, match=r"attention must return an array, or a tuple of arrays.*got float for 1"):
+        sa.split_over_threads(lambda q, k, v: 1.0, *qkv((2, 3, 4)), threads=2)
+    with pytest.raises(ValueError, match=r"got an array of shape \(3, 4\) for 1 sequences"):
+        sa.split_over_threads(lambda q, k, v: q[0], *qkv((2, 3, 4)), threads=2)
+
+
 def test_split_restores_the_blas_threads():
     before = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
     sa.split_over_threads(sa.memory_efficient_attention, *qkv((4, 8, 4)), threads=2)

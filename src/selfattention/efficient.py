@@ -120,10 +120,11 @@ def memory_efficient_attention(
     out = np.zeros((*batch, T, Dv), dtype=work)  # o, unnormalised
 
     # The queries are cut into blocks too, so that one (block, block) tile of scores per sequence is alive
-    # at a time: small enough to stay in the CPU's caches through the max, exp and sum that read it
-    # (a (T, block) slice of thousands of queries does not; chapter 7 measures the difference). With a
-    # causal mask, each query block stops at the last key it may see: the tiles above the diagonal,
-    # about half of them for T = S, are never computed.
+    # at a time, whatever T is (a (T, block) slice grows with the queries). Whether the tiles stay in the
+    # CPU's caches depends on the batch: one call holds a tile for every sequence at once (32 MiB for
+    # B*H = 32 at block 512 in float32); chapter 7's block sweep measures the sizes. With a causal
+    # mask, each query block stops at the last key it may see: the tiles above the diagonal, about half
+    # of them for T = S, are never computed.
     query_blocks = [(i, min(i + block, T)) for i in range(0, T, block)]
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, once and clearly
         for q_start, q_stop in query_blocks:

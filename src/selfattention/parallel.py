@@ -14,6 +14,7 @@ inside its loops, so the threads really run at once).
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -23,6 +24,10 @@ import numpy as np
 from ._validation import as_float_array, check_min_ndim, check_positive_int
 
 __all__ = ["split_over_threads"]
+
+#: Chunks of sequences per thread: each result is copied into the output when done, so about
+#: 1 / CHUNKS_PER_THREAD of the output is held twice at once, not all of it.
+CHUNKS_PER_THREAD = 4
 
 
 def split_over_threads(
@@ -62,7 +67,11 @@ def split_over_threads(
     -----
     While the threads run, the BLAS of NumPy runs one thread each (through
     ``threadpoolctl``, for the whole process), so the threads do not
-    oversubscribe the cores. Results agree with a single call's to rounding,
+    oversubscribe the cores. The sequences go out in ``4 * threads`` chunks,
+    and each chunk's result is copied into the output as soon as it is done:
+    at most one chunk per thread is held twice, so the split costs a
+    fraction of the output's memory (about a quarter for the reference's
+    T × S weights), not a second copy of it. Results agree with a single call's to rounding,
     not to the last bit: a one-thread BLAS adds up its products in another
     order. See chapter 7.
     """
@@ -91,19 +100,39 @@ def split_over_threads(
     from threadpoolctl import threadpool_limits
 
     flat = [a.reshape(count, *a.shape[-2:]) for a in (q, k, v)]
-    groups = np.array_split(np.arange(count), threads)
+    # More chunks than threads, each written into one output as soon as it is done: joining whole halves at
+    # the end would hold every result twice (for the reference's T x S weights, twice the memory).
+    chunks = np.array_split(np.arange(count), min(count, CHUNKS_PER_THREAD * threads))
+    joined: list[np.ndarray] = []
+    shape_of_result: list[Any] = []
+    lock = threading.Lock()
 
-    def run(group: np.ndarray) -> Any:
-        part = slice(int(group[0]), int(group[-1]) + 1)
-        return attention(*(a[part] for a in flat), **kwargs)
+    def run(chunk: np.ndarray) -> None:
+        part = slice(int(chunk[0]), int(chunk[-1]) + 1)
+        result = attention(*(a[part] for a in flat), **kwargs)
+        pieces = result if isinstance(result, tuple) else (result,)
+        if not all(isinstance(piece, np.ndarray) and piece.ndim >= 1 and len(piece) == len(chunk) for piece in pieces):
+            raise ValueError(
+                "attention must return an array, or a tuple of arrays, with the sequences on the first axis; "
+                f"got {_describe(result)} for {len(chunk)} sequences"
+            )
+        with lock:
+            if not joined:
+                shape_of_result.append(isinstance(result, tuple))
+                joined.extend(np.empty((count, *piece.shape[1:]), dtype=piece.dtype) for piece in pieces)
+        for whole, piece in zip(joined, pieces, strict=True):
+            whole[part] = piece
 
     with threadpool_limits(limits=1, user_api="blas"), ThreadPoolExecutor(threads) as pool:
-        parts = list(pool.map(run, groups))
-    if isinstance(parts[0], tuple):
-        return tuple(_join([p[i] for p in parts], batch) for i in range(len(parts[0])))
-    return _join(parts, batch)
+        for _ in pool.map(run, chunks):
+            pass
+    results = tuple(whole.reshape(*batch, *whole.shape[1:]) for whole in joined)
+    return results if shape_of_result[0] else results[0]
 
 
-def _join(parts: list[np.ndarray], batch: tuple[int, ...]) -> np.ndarray:
-    whole = np.concatenate(parts, axis=0)
-    return whole.reshape(*batch, *whole.shape[1:])
+def _describe(result: Any) -> str:
+    if isinstance(result, tuple):
+        return "a tuple of " + ", ".join(_describe(item) for item in result)
+    if isinstance(result, np.ndarray):
+        return f"an array of shape {result.shape}"
+    return type(result).__name__
