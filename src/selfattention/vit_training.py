@@ -1,9 +1,9 @@
 """Training chapter 12's TinyViT on the digits, and the recorded runs every reader's numbers come from.
 
-Every choice is made on a validation split: ``split_validation`` holds a
+Every choice is made on a validation split: :func:`split_validation` holds a
 stratified fifth of the training images out, and the settings of
-``VIT_GRID`` are each trained on the rest from the seeds of
-``GRID_SEEDS`` and scored on it. The best mean validation accuracy picks
+:data:`VIT_GRID` are each trained on the rest from the seeds of
+:data:`GRID_SEEDS` and scored on it. The best mean validation accuracy picks
 the recipe of :data:`DIGIT_VIT_RUNS`, which five seeds are then trained with;
 the test set is scored once, from the recorded weights.
 
@@ -59,12 +59,12 @@ TINY_VIT_CONFIG = {
     "num_layers": 2,
     "dim_feedforward": 64,
 }
-#: The share of the training images ``split_validation`` holds out, stratified, for every choice.
+#: The share of the training images :func:`split_validation` holds out, stratified, for every choice.
 VALIDATION_FRACTION = 0.2
 #: The settings tried on the validation split: every pair of these epoch counts and peak learning rates. At most 40
 #: epochs, so that chapter 12 can train its model live in seconds.
 VIT_GRID = {"epochs": (10, 20, 40), "lr": (1e-3, 3e-3, 1e-2)}
-#: The seeds each setting of ``VIT_GRID`` is trained from; the best mean validation accuracy wins.
+#: The seeds each setting of :data:`VIT_GRID` is trained from; the best mean validation accuracy wins.
 GRID_SEEDS = (0, 1, 2)
 #: The recorded runs, seed -> training settings: the setting the validation grid chose, from five seeds.
 DIGIT_VIT_RUNS = {seed: {"epochs": 40, "lr": 3e-3} for seed in range(5)}
