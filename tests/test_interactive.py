@@ -209,3 +209,23 @@ def test_numpy_integer_probes_are_accepted():
 def test_the_script_holds_nothing_an_html_parser_would_read_as_markup():
     js = resources.files("selfattention.interactive").joinpath("widgets.js").read_text()
     assert "<script" not in js and "</" not in js and "<!--" not in js
+
+
+def test_explorer_accepts_a_half_precision_softmax_and_says_why_it_refuses_rows():
+    """Rows of T weights rounded to float16 or bfloat16 sum to 1 only within about T * eps."""
+    import torch
+
+    from selfattention.interactive import attention_explorer
+    from selfattention.scores import softmax
+
+    scores = np.random.default_rng(0).standard_normal((1, 2, 20, 20)) * 3
+    tokens = [f"t{i}" for i in range(20)]
+    half = softmax(scores).astype(np.float16)
+    brain = torch.softmax(torch.tensor(scores, dtype=torch.bfloat16), dim=-1)
+    assert np.abs(half.astype(np.float64).sum(-1) - 1).max() > 1e-4  # the old fixed tolerance refused it
+    for weights in (half, brain):
+        attention_explorer([("text", tokens, weights)], title="t", alt="a")
+    with pytest.raises(ValueError, match=r"within 0.0001 for 20 float64 weights\); got row sums from 1.01 to 1.01"):
+        attention_explorer([("text", tokens, softmax(scores) * 1.01)], title="t", alt="a")
+    with pytest.raises(ValueError, match=r"non-negative; got a weight of -0.5"):
+        attention_explorer([("text", tokens[:2], [[1.5, -0.5], [0.5, 0.5]])], title="t", alt="a")

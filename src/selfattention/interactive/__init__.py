@@ -33,6 +33,7 @@ from numpy.typing import ArrayLike
 from .._validation import as_float_array, check_all_finite, check_positive_int
 from ..efficient import online_softmax_update
 from ..masks import causal_mask, padding_mask, sliding_window_mask
+from ..plotting._common import check_drawable
 from ..scores import softmax
 
 __all__ = ["InteractiveFigure", "attention_explorer", "softmax_stepper", "mask_builder"]
@@ -142,9 +143,23 @@ def _png(figure: Any) -> bytes:
     return buffer.getvalue()
 
 
+def _precision_of(values: Any) -> tuple[float, str]:
+    """The machine epsilon of an array's or tensor's float dtype, and its name (float64 for anything else)."""
+    dtype = getattr(values, "dtype", None)
+    if dtype is not None and type(values).__module__.split(".")[0] == "torch":
+        import torch
+
+        if dtype.is_floating_point:
+            return float(torch.finfo(dtype).eps), str(dtype).removeprefix("torch.")
+    elif isinstance(dtype, np.dtype) and dtype.kind == "f":
+        return float(np.finfo(dtype).eps), dtype.name
+    return float(np.finfo(np.float64).eps), "float64"
+
+
 def _check_text(value: Any, name: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{name} must be a non-empty string; got {value!r}")
+    check_drawable(value, name)  # drawn by matplotlib in the static fallback, and written to UTF-8 HTML
     return value
 
 
@@ -199,6 +214,9 @@ def attention_explorer(
         _check_text(label, f"texts[{n}]'s label")
         if isinstance(tokens, str) or not isinstance(tokens, Sequence) or not all(isinstance(t, str) for t in tokens):
             raise ValueError(f"texts[{n}]'s tokens must be a list of strings; got {tokens!r:.60}")
+        for i, token in enumerate(tokens):
+            check_drawable(token, f"texts[{n}]'s tokens[{i}]")
+        eps, dtype_name = _precision_of(weights)
         w = as_float_array(weights, f"texts[{n}]'s weights")
         if w.ndim == 2:
             w = w[None, None]
@@ -213,8 +231,18 @@ def attention_explorer(
                 f"texts[{n}]'s weights must have shape (L, H, T, T) or (T, T) with T = {T} tokens; got {w.shape}"
             )
         check_all_finite(w, f"texts[{n}]'s weights")
-        if (w < 0).any() or not np.allclose(w.sum(axis=-1), 1.0, atol=1e-4):
-            raise ValueError(f"texts[{n}]'s weights must be attention weights: non-negative rows that sum to 1")
+        if (w < 0).any():
+            raise ValueError(
+                f"texts[{n}]'s weights must be attention weights, non-negative; got a weight of {float(w.min()):.3g}"
+            )
+        # A softmax row of T weights rounded to the input's precision sums to 1 within about T * eps.
+        tolerance = max(1e-4, T * eps)
+        sums = w.astype(np.float64).sum(axis=-1)
+        if np.abs(sums - 1).max() > tolerance:
+            raise ValueError(
+                f"texts[{n}]'s weights must be attention weights: rows that sum to 1 (within {tolerance:.2g} for "
+                f"{T} {dtype_name} weights); got row sums from {sums.min():.6g} to {sums.max():.6g}"
+            )
         shapes.add(w.shape[:2])
         entries.append((label, list(tokens), w.astype(np.float64)))
     if len(shapes) != 1:

@@ -122,10 +122,41 @@ def axes_for(ax: Any, figsize: tuple[float, float]) -> Axes:
 
 
 def check_text(value: Any, name: str, *, optional: bool = False) -> None:
-    """Raise unless ``value`` is a string (or None, when ``optional``): a title or a label."""
+    """Raise unless ``value`` is a string matplotlib can draw (or None, when ``optional``): a title or a label."""
     if not isinstance(value, str) and not (optional and value is None):
         expected = "a string or None" if optional else "a string"
         raise ValueError(f"{name} must be {expected}; got {value!r} of type {type(value).__name__}")
+    if value is not None:
+        check_drawable(value, name)
+
+
+def check_drawable(text: str, name: str) -> None:
+    """Raise unless matplotlib can draw ``text``: no lone surrogate, and any mathtext between ``$`` signs parses.
+
+    Matplotlib reads a string with an even, non-zero number of unescaped ``$`` as
+    mathtext and fails only when the figure is drawn, far from the call that
+    passed it; a lone surrogate (half of a UTF-16 pair) fails inside its text
+    engine. Both are caught here, where the argument can still be named.
+    """
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        raise ValueError(
+            f"{name} must be text that can be drawn; got {text!r}, which holds a lone surrogate "
+            f"({text[error.start]!r} at index {error.start}): decode the text that produced it with errors='replace'"
+        ) from None
+    dollars = text.count("$") - text.count(r"\$")
+    if dollars > 0 and dollars % 2 == 0:
+        from matplotlib.mathtext import MathTextParser
+
+        try:
+            MathTextParser("path").parse(text)
+        except ValueError as error:
+            reason = str(error).strip().splitlines()[-1] if str(error).strip() else "it does not parse"
+            raise ValueError(
+                f"{name} must be text matplotlib can draw; got {text!r}: matplotlib reads the part between '$' "
+                f"signs as mathtext, and it does not parse ({reason}); write a literal dollar sign as '\\$'"
+            ) from None
 
 
 def check_labels(labels: Any, expected: int, name: str, what: str) -> None:
@@ -144,6 +175,8 @@ def check_labels(labels: Any, expected: int, name: str, what: str) -> None:
     for i, label in enumerate(labels):
         if isinstance(label, (bool, np.bool_)) or not isinstance(label, (str, numbers.Real)):
             raise ValueError(f"{name}[{i}] must be a string (or a number); got {label!r}")
+        if isinstance(label, str):
+            check_drawable(label, f"{name}[{i}]")
 
 
 def is_index(value: Any, stop: int) -> bool:

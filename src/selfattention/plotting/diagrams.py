@@ -17,7 +17,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._validation import check_bool, check_choice, check_head_split, check_positive_int
-from ._common import as_plottable, axes_for, check_text, heatmap, is_index, pyplot
+from ._common import as_plottable, axes_for, check_drawable, check_text, heatmap, is_index, pyplot
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -286,6 +286,8 @@ def plot_roofline(
     if not isinstance(points, dict) or not points:
         raise ValueError(f"points must be a non-empty dict of name -> (flops per byte, GFLOP/s); got {points!r:.80}")
     for name, pair in points.items():
+        if isinstance(name, str):
+            check_drawable(name, "points' label")
         ok = isinstance(name, str) and isinstance(pair, (tuple, list)) and len(pair) == 2
         values = np.asarray(pair, dtype=float) if ok and all(isinstance(x, (int, float)) for x in pair) else None
         if values is None or not np.all(np.isfinite(values)) or np.any(values <= 0):

@@ -574,7 +574,7 @@ def plot_learning_curves(
         chance = check_real_scalar(chance, "chance", positive=True)
     curves = {}
     for label, run in runs.items():
-        check_text(label, "each run's label")
+        check_text(label, "runs' label")
         if not isinstance(run, Mapping) or not {"step", "loss", "accuracy"} <= set(run):
             raise ValueError(f"run {label!r} must be a mapping with the keys 'step', 'loss' and 'accuracy'")
         columns = [
