@@ -179,7 +179,8 @@ def test_importing_the_checkers_loads_neither_torch_nor_matplotlib():
 
 
 def _convert(answer, to):
-    """``answer``'s arrays in another form: "torch" (tensors that require grad), "list" or "tuple"."""
+    """``answer``'s arrays in another form: "torch" (tensors that require grad), "torch, no grad", "float32",
+    "list" or "tuple"."""
     import torch
 
     def one(value):
@@ -189,12 +190,16 @@ def _convert(answer, to):
             return value
         if to == "torch":
             return torch.tensor(value, requires_grad=np.issubdtype(value.dtype, np.floating))
+        if to == "torch, no grad":
+            return torch.from_numpy(value.copy())
+        if to == "float32":
+            return value.astype(np.float32) if np.issubdtype(value.dtype, np.floating) else value
         return value.tolist() if to == "list" else tuple(value.tolist()) if value.ndim == 1 else value.tolist()
 
     return lambda *args: one(answer(*args))
 
 
-@pytest.mark.parametrize("form", ["torch", "list", "tuple"])
+@pytest.mark.parametrize("form", ["torch", "torch, no grad", "float32", "list", "tuple"])
 @pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.name)
 def test_a_correct_answer_passes_in_any_form(exercise, form):
     result = exercise.check(_convert(exercise.reference, form))
