@@ -202,6 +202,26 @@ def test_other_kernels_and_one_thread_move_the_trained_logits_but_by_less_than_t
         (lambda d: vt.train_tiny_vit(vt.digit_vit(0), d[0], d[2], epochs=1, lr=-1.0, seed=0), "lr"),
         (lambda d: vt.train_tiny_vit(vt.digit_vit(0), d[0], d[2], epochs=1, lr=1e-3, seed=-1), "seed"),
         (lambda d: vt.train_tiny_vit(vt.digit_vit(0), d[0], d[2], epochs=1, lr=1e-3, seed=0, x_test=d[1]), "both"),
+        (
+            lambda d: vt.train_tiny_vit(vt.digit_vit(0), d[0][:, :, :4, :4], d[2], epochs=1, lr=1e-3, seed=0),
+            r"x_train must hold images of shape \(C, H, W\) = \(1, 8, 8\) for this model; got \(1, 4, 4\)",
+        ),
+        (
+            lambda d: vt.train_tiny_vit(
+                vt.digit_vit(0), d[0], d[2], epochs=1, lr=1e-3, seed=0, x_test=d[1][:, :, :4, :4], y_test=d[3]
+            ),
+            r"x_test must hold images of shape",  # refused before training, not after it
+        ),
+        (
+            lambda d: vt.train_tiny_vit(
+                vt.digit_vit(0), np.concatenate([d[0][:1] * np.nan, d[0][1:]]), d[2], epochs=1, lr=1e-3, seed=0
+            ),
+            r"x_train must hold finite pixel values; got \d+ NaN or inf",
+        ),
+        (
+            lambda d: vt.train_tiny_vit(vt.digit_vit(0), d[0][:64], d[2][:64], epochs=3, lr=1e30, seed=0),
+            r"the training loss is not finite \(nan\) at epoch \d+, step \d+: the run diverged; lower lr \(got 1e\+30\)",
+        ),
         (lambda d: vt.digit_vit(2**63), "below 2\\*\\*63"),
         (lambda d: vt.digit_vit(1.5), "seed"),
         (lambda d: vt.load_digit_vits(torch.float16), "torch.float32 or torch.float64"),
@@ -233,6 +253,9 @@ def test_torch_threads_restores_the_count_even_after_an_error():
     for bad in (0, -1, 1.5, "2", True):
         with pytest.raises(ValueError, match="n must be a positive integer"), machine.torch_threads(bad):
             pass
+    with pytest.raises(ValueError, match="n must be at most 1,024; got 1,000,000,000"), machine.torch_threads(10**9):
+        pass
+    assert torch.get_num_threads() == before
 
 
 def test_numerics_names_the_paths_this_process_runs(monkeypatch):

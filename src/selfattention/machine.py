@@ -122,14 +122,15 @@ def torch_threads(n: int) -> Iterator[None]:
     Raises
     ------
     ValueError
-        If ``n`` is not a positive integer.
+        If ``n`` is not a positive integer of at most 1,024 (a typo's ``10**9``
+        would ask PyTorch for a billion threads).
 
     Examples
     --------
     >>> with torch_threads(1):
     ...     pass  # train here; the count is restored after, even on an error
     """
-    n = check_positive_int(n, "n")
+    n = check_positive_int(n, "n", at_most=1024)
     import torch
 
     before = torch.get_num_threads()

@@ -158,6 +158,11 @@ def _images_and_labels(x: Any, y: Any, name: str, model: nn.Module) -> tuple[tor
         raise ValueError(f"y_{name} must be an integer array of {len(x)} labels, one per image; got {got}")
     if len(x) == 0:
         raise ValueError(f"x_{name} holds no images")
+    expected = (model.channels, model.image_size, model.image_size)
+    if x.shape[1:] != expected:
+        raise ValueError(f"x_{name} must hold images of shape (C, H, W) = {expected} for this model; got {x.shape[1:]}")
+    if not np.isfinite(x).all():
+        raise ValueError(f"x_{name} must hold finite pixel values; got {int((~np.isfinite(x)).sum())} NaN or inf")
     classes = model.head.out_features
     if y.min() < 0 or y.max() >= classes:
         raise ValueError(f"y_{name} must hold class labels in [0, {classes}); got {y.min()} to {y.max()}")
@@ -241,6 +246,11 @@ def train_tiny_vit(
             optimiser.step()
             schedule.step()
             losses.append(loss.item())
+            if not np.isfinite(losses[-1]):  # stop where it went wrong, not 40 epochs later with a NaN model
+                raise ValueError(
+                    f"the training loss is not finite ({losses[-1]}) at epoch {epoch}, step {len(losses)}: "
+                    f"the run diverged; lower lr (got {lr})"
+                )
         model.eval()
         history["step"].append(epoch)
         history["loss"].append(float(np.mean(losses)))
