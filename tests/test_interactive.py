@@ -98,6 +98,10 @@ def test_stepper_embeds_the_difference_only_when_it_is_above_the_tolerance():
         == {"tolerance": 1e-12, "within": True, "difference": None}
     )
     assert "max_difference" not in figure.data
+    # Large values: the output averages them, so its rounding grows with them; the bound is relative.
+    rng = np.random.default_rng(3)
+    large = ia.softmax_stepper(rng.normal(size=40), rng.normal(size=(40, 3)) * 1e9, 7, title="t", alt="a")
+    assert large.data["agreement"] == {"tolerance": 1e-12, "within": True, "difference": None}
 
 
 def test_mask_builder_masks_are_the_packages():

@@ -54,8 +54,10 @@ MAX_KEYS, MAX_VALUE_WIDTH = 64, 8
 # different BLAS kernel, SIMD path or thread count moves only the last bits of a float64 result, so the
 # rounded data (and the page) are the same on every machine. The course's output policy: book/api.md.
 SIGNIFICANT_DIGITS = 6
-# The stepper says whether its online result equals the exact softmax to this bound; the difference
-# itself is rounding noise, different on every machine, and is embedded only when it exceeds the bound.
+# The stepper says whether its online result equals the exact softmax to this bound, relative to the
+# values' largest magnitude (at least 1): the output is a weighted average of the values, so its rounding
+# grows with them. The difference itself is rounding noise, different on every machine, and is embedded
+# only when it exceeds the bound.
 DIFFERENCE_TOLERANCE = 1e-12
 
 
@@ -320,8 +322,9 @@ def softmax_stepper(
     InteractiveFigure
         ``expected`` holds every step's numbers and the exact output, each rounded to
         ``SIGNIFICANT_DIGITS`` significant digits, and ``agreement``: whether the
-        last step equals the exact output within ``DIFFERENCE_TOLERANCE`` (the
-        difference itself only when it does not).
+        last step equals the exact output within ``DIFFERENCE_TOLERANCE``, the
+        largest difference taken relative to the values' largest magnitude when
+        that is above 1 (the difference itself only when it does not).
 
     Raises
     ------
@@ -367,6 +370,7 @@ def softmax_stepper(
         raise ValueError("the values are so large that the weighted sums overflow float64; scale them down")
     names = ("block_max", "m", "rescale", "l", "out")
     steps = [{name: _rounded(number) for name, number in zip(names, step, strict=True)} for step in steps]
+    difference /= max(1.0, float(np.abs(v).max()))  # relative to the values' scale: the output averages them
     within = difference < DIFFERENCE_TOLERANCE
     agreement = {
         "tolerance": DIFFERENCE_TOLERANCE,
