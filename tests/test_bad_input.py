@@ -157,6 +157,47 @@ BAD_INPUT = [
     (lambda: testing.randomise_parameters(torch.nn.Linear(2, 2), seed="1"), r"seed must be a non-negative integer"),
     (lambda: testing.randomise_parameters(torch.nn.Linear(2, 2), seed=1.5), r"seed must be a non-negative integer"),
     (lambda: testing.randomise_parameters(torch.nn.Linear(2, 2), seed=2**70), r"seed must be below 2\*\*64"),
+    # Issue 28: the newer modules held to the same standard.
+    (lambda: sa.causal_mask(10**6), r"causal_mask\(T, S\) would hold 1,000,000,000,000 entries .*pass is_causal=True"),
+    (lambda: sa.padding_mask([3] * 10**5, 10**4), r"padding_mask\(lengths, S\) would hold 1,000,000,000 entries"),
+    (
+        lambda: sa.combine_masks(np.ones((10**5, 1), bool), np.ones((1, 10**5), bool)),
+        r"combine_masks\(\.\.\.\) would hold 10,000,000,000 entries",
+    ),
+    (
+        lambda: sa.online_softmax_update(np.zeros((1, 1)), -np.ones((1, 1)), np.zeros((1, 2)), Q[:1, :3], V[:3, :2]),
+        r"running_sum must be a sum of exponentials, never negative; got a smallest entry of -1",
+    ),
+    (
+        lambda: sa.online_softmax_update(
+            np.full((1, 1), -np.inf), np.ones((1, 1)), np.zeros((1, 2)), Q[:1, :3], V[:3, :2]
+        ),
+        r"running_sum must be 0 on rows whose running_max is -inf",
+    ),
+    (
+        lambda: sa.online_softmax_update(
+            np.zeros((1, 1)), np.ones((1, 1)), np.full((1, 2), np.nan), Q[:1, :3], V[:3, :2]
+        ),
+        r"out must hold only finite numbers",
+    ),
+    (
+        lambda: sa.softmax_backward(np.zeros((2, 0)), np.zeros((2, 0))),
+        r"y must hold at least one entry along each axis",
+    ),
+    (  # B = H = 4: the package's own (B, 1, S) padding mask would silently mask heads, not examples
+        lambda: sa.scaled_dot_product_attention(
+            RNG.normal(size=(4, 4, 5, 8)),
+            RNG.normal(size=(4, 2, 6, 8)),
+            RNG.normal(size=(4, 2, 6, 8)),
+            mask=sa.padding_mask([6, 3, 2, 1], 6),
+            enable_gqa=True,
+        ),
+        r"mask has 3 axes \(4, 1, 6\) but the scores have 4 \(\.\.\., H, T, S\); its first axis would line up",
+    ),
+    (
+        lambda: sa.layer_norm_backward(np.zeros((2, 0)), np.zeros((2, 0))),
+        r"x must have at least one feature to normalise; its last axis is empty \(shape \(2, 0\)\)",
+    ),
 ]
 
 

@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from ._validation import as_float_array, check_all_finite, check_bool, check_min_ndim, check_real_scalar
-from .masks import apply_causal_tile, apply_mask, check_mask
+from .masks import apply_causal_tile, apply_mask, check_head_axis_mask, check_mask
 from .params import AttentionParams, project_qkv
 from .scores import _softmax
 
@@ -67,6 +67,10 @@ def scaled_dot_product_attention(
         have Hkv, ``(..., Hkv, S, Dk)``, with H a multiple of Hkv. Query head
         ``h`` reads key/value head ``h // (H // Hkv)`` (see
         :func:`selfattention.repeat_kv`). Hkv = 1 is multi-query attention.
+        The scores then have a head axis, so a mask must be ``(T, S)`` or
+        have as many axes as they do (a per-example ``(B, 1, S)`` padding
+        mask needs ``mask[:, None]``), as in
+        :func:`selfattention.multihead_attention`.
 
     Returns
     -------
@@ -83,7 +87,8 @@ def scaled_dot_product_attention(
         If an input has fewer than 2 axes, the last axes of ``q`` and ``k``
         differ, ``k`` and ``v`` hold different numbers of tokens, the batch axes
         do not broadcast, the mask does not broadcast to ``(..., T, S)`` or is
-        of integer type, ``scale`` is not a finite real number, or
+        of integer type (or, with ``enable_gqa``, has between 3 axes and
+        fewer than the scores), ``scale`` is not a finite real number, or
         ``is_causal`` is not a bool.
 
     Notes
@@ -93,6 +98,7 @@ def scaled_dot_product_attention(
     """
     if check_bool(enable_gqa, "enable_gqa"):
         k, v = _share_kv_heads(q, k, v)
+        mask = check_head_axis_mask(mask, np.ndim(k))  # the scores (..., H, T, S) have a head axis now
     q, k, v, mask, scale = _validate_attention_args(q, k, v, mask, scale)
     is_causal = check_bool(is_causal, "is_causal")
     dtype, work = _dtypes(q, k, v)

@@ -33,8 +33,8 @@ from ._validation import (
     check_real_scalar,
 )
 from .attention import _dtypes, _validate_attention_args, scaled_dot_product_attention
-from .masks import apply_causal_tile, apply_mask
-from .multihead import _check_head_axis, merge_heads, split_heads
+from .masks import apply_causal_tile, apply_mask, check_head_axis_mask
+from .multihead import merge_heads, split_heads
 from .params import AttentionParams, Linear, project_qkv
 
 __all__ = [
@@ -99,6 +99,8 @@ def softmax_backward(grad_y: ArrayLike, y: ArrayLike, axis: int = -1) -> np.ndar
     check_all_finite(y, "y")
     grad_y = _grad(grad_y, y.shape, "grad_y", "y")
     axis = check_axis(axis, y.ndim)
+    if y.size == 0:  # as softmax refuses it: there is no distribution to differentiate
+        raise ValueError(f"y must hold at least one entry along each axis; got shape {y.shape}")
     sums = y.sum(axis=axis)
     tol = 1e-3 if y.dtype != np.float64 else 1e-6
     if y.min() < -tol or y.max() > 1 + tol or not (np.isclose(sums, 1, atol=tol) | np.isclose(sums, 0, atol=tol)).all():
@@ -406,6 +408,8 @@ def layer_norm_backward(
     """
     x = as_float_array(x, "x")
     check_min_ndim(x, "x", 1, "(..., D)")
+    if x.shape[-1] == 0:  # as layer_norm refuses it
+        raise ValueError(f"x must have at least one feature to normalise; its last axis is empty (shape {x.shape})")
     eps = check_real_scalar(eps, "eps", positive=True)
     check_all_finite(x, "x")
     grad_y = _grad(grad_y, x.shape, "grad_y", "x")
@@ -484,7 +488,7 @@ def multihead_attention_backward(
     check_all_finite(x, "x")
     H, Hkv = params.head_counts(num_heads)
     r = H // Hkv
-    mask = _check_head_axis(mask, 1 + x.ndim)  # the forward's check: a (B, T, S) mask would meet the heads
+    mask = check_head_axis_mask(mask, 1 + x.ndim)  # the forward's check: a (B, T, S) mask would meet the heads
     q, k, v = project_qkv(x, params)  # (..., T, H*Dh), (..., T, Hkv*Dh), (..., T, Hkv*Dv)
     qh, kh, vh = split_heads(q, H), split_heads(k, Hkv), split_heads(v, Hkv)  # (..., heads, T, D)
     if r > 1:

@@ -26,6 +26,7 @@ from ._validation import (
     as_array,
     as_float_array,
     check_all_finite,
+    check_bool,
     check_min_ndim,
     check_nonnegative_int,
     check_positive_int,
@@ -553,6 +554,7 @@ class TinyDecoder:
         """
         tokens = list(self._tokens(prompt))
         steps = check_positive_int(steps, "steps", at_most=2**20)
+        use_cache = check_bool(use_cache, "use_cache")  # "no" is truthy: it would run with the cache
         if not use_cache:
             new = []
             for _ in range(steps):

@@ -206,7 +206,9 @@ def online_softmax_update(
     ------
     ValueError
         If the shapes do not fit together, ``scores`` or ``values`` hold NaN
-        or ``+inf`` (``-inf`` scores are blocked keys), or ``in_place`` is not a bool.
+        or ``+inf`` (``-inf`` scores are blocked keys), ``running_sum`` or
+        ``out`` is not finite, ``running_sum`` is negative or non-zero on a row
+        whose ``running_max`` is ``-inf``, or ``in_place`` is not a bool.
 
     Notes
     -----
@@ -237,6 +239,19 @@ def online_softmax_update(
     check_no_nan_or_posinf(s, "scores")
     check_all_finite(vals, "values")
     check_no_nan_or_posinf(m, "running_max")
+    check_all_finite(total, "running_sum")
+    check_all_finite(o, "out")
+    if (total < 0).any():
+        raise ValueError(
+            "running_sum must be a sum of exponentials, never negative; "
+            f"got a smallest entry of {float(total.min()):.3g}"
+        )
+    unseen = np.broadcast_to(np.isneginf(m), np.broadcast_shapes(m.shape, total.shape))
+    if (unseen & (np.broadcast_to(total, unseen.shape) != 0)).any():
+        raise ValueError(
+            "running_sum must be 0 on rows whose running_max is -inf (no key folded in yet); start a new query "
+            "with running_max = -inf, running_sum = 0 and out = 0"
+        )
     if in_place and any(not isinstance(value, np.ndarray) for value in (running_sum, out, scores)):
         raise ValueError("in_place=True updates running_sum and out and reuses scores: pass them as NumPy arrays")
     return _online_softmax_update(m, total, o, s, vals, in_place=in_place)

@@ -26,6 +26,20 @@ from ._validation import as_array, check_no_nan_or_posinf, check_positive_int
 __all__ = ["causal_mask", "sliding_window_mask", "padding_mask", "combine_masks"]
 
 
+#: The most entries a mask function builds: 2**28 (2 GiB as float64). T = S = 16,384 fits; a typo such as
+#: ``causal_mask(10**6)`` (10**12 entries, 931 GiB as bool) is refused instead of failing with a MemoryError.
+MAX_MASK_ENTRIES = 2**28
+
+
+def _check_mask_size(shape: tuple[int, ...], what: str, hint: str = "check the sizes") -> None:
+    entries = int(np.prod(shape, dtype=object))
+    if entries > MAX_MASK_ENTRIES:
+        raise ValueError(
+            f"{what} would hold {entries:,} entries (shape {shape}), more than the {MAX_MASK_ENTRIES:,} a mask "
+            f"function builds; {hint}"
+        )
+
+
 def _mask_dtype(dtype: DTypeLike) -> np.dtype:
     """A boolean or floating dtype for a mask."""
     if dtype is None:
@@ -80,8 +94,9 @@ def causal_mask(T: int, S: int | None = None, dtype: DTypeLike = np.float64) -> 
     Raises
     ------
     ValueError
-        If ``T`` or ``S`` is not a positive integer, or ``dtype`` is neither
-        bool nor floating.
+        If ``T`` or ``S`` is not a positive integer, ``dtype`` is neither
+        bool nor floating, or the mask would hold more than
+        :data:`~selfattention.masks.MAX_MASK_ENTRIES` entries.
 
     Notes
     -----
@@ -90,7 +105,9 @@ def causal_mask(T: int, S: int | None = None, dtype: DTypeLike = np.float64) -> 
     """
     T = check_positive_int(T, "T")
     S = T if S is None else check_positive_int(S, "S")
-    return _as_dtype(causal_keep(T, S), _mask_dtype(dtype))
+    dtype = _mask_dtype(dtype)
+    _check_mask_size((T, S), "causal_mask(T, S)", "check T and S, or pass is_causal=True to the attention function")
+    return _as_dtype(causal_keep(T, S), dtype)
 
 
 def sliding_window_mask(T: int, window: int, S: int | None = None, dtype: DTypeLike = np.float64) -> np.ndarray:
@@ -125,8 +142,9 @@ def sliding_window_mask(T: int, window: int, S: int | None = None, dtype: DTypeL
     Raises
     ------
     ValueError
-        If ``T``, ``S`` or ``window`` is not a positive integer, or ``dtype``
-        is neither bool nor floating.
+        If ``T``, ``S`` or ``window`` is not a positive integer, ``dtype``
+        is neither bool nor floating, or the mask would hold more than
+        :data:`~selfattention.masks.MAX_MASK_ENTRIES` entries.
 
     Notes
     -----
@@ -135,8 +153,7 @@ def sliding_window_mask(T: int, window: int, S: int | None = None, dtype: DTypeL
     T = check_positive_int(T, "T", at_most=2**20)
     S = T if S is None else check_positive_int(S, "S", at_most=2**20)
     window = check_positive_int(window, "window")
-    if T * S > 2**28:
-        raise ValueError(f"a ({T}, {S}) mask would hold {T * S:,} entries; build it for fewer tokens")
+    _check_mask_size((T, S), "sliding_window_mask(T, window, S)")
     distance = np.arange(T)[:, None] + (S - T) - np.arange(S)[None, :]  # p - j, (T, S)
     return _as_dtype((distance >= 0) & (distance < window), _mask_dtype(dtype))
 
@@ -175,7 +192,8 @@ def padding_mask(lengths: ArrayLike, S: int | None = None, dtype: DTypeLike = bo
     ------
     ValueError
         If ``lengths`` is not a 1-D array of integers between 1 and S, ``S``
-        is not a positive integer, or ``dtype`` is neither bool nor floating.
+        is not a positive integer, ``dtype`` is neither bool nor floating, or
+        the mask would hold more than :data:`~selfattention.masks.MAX_MASK_ENTRIES` entries.
 
     Notes
     -----
@@ -188,6 +206,7 @@ def padding_mask(lengths: ArrayLike, S: int | None = None, dtype: DTypeLike = bo
             f"lengths must be a non-empty 1-D array of integers; got shape {lengths.shape}, dtype {lengths.dtype}"
         )
     S = int(lengths.max()) if S is None else check_positive_int(S, "S")
+    _check_mask_size((lengths.size, 1, S), "padding_mask(lengths, S)")
     if lengths.min() < 1 or lengths.max() > S:
         raise ValueError(f"every length must lie between 1 and S={S}; got lengths {lengths.tolist()}")
     keep = np.arange(S)[None, :] < lengths[:, None]  # (B, S)
@@ -215,8 +234,9 @@ def combine_masks(*masks: ArrayLike) -> np.ndarray:
     Raises
     ------
     ValueError
-        If no mask is given, a mask is neither boolean nor floating, or the
-        shapes do not broadcast.
+        If no mask is given, a mask is neither boolean nor floating, the
+        shapes do not broadcast, or their broadcast shape holds more than
+        :data:`~selfattention.masks.MAX_MASK_ENTRIES` entries.
 
     Notes
     -----
@@ -229,6 +249,7 @@ def combine_masks(*masks: ArrayLike) -> np.ndarray:
         shape = np.broadcast_shapes(*(a.shape for a in arrays))
     except ValueError:
         raise ValueError(f"the masks' shapes {[a.shape for a in arrays]} do not broadcast together") from None
+    _check_mask_size(shape, "combine_masks(...)")
     if all(a.dtype == np.bool_ for a in arrays):
         return np.logical_and.reduce(np.broadcast_arrays(*arrays)) if len(arrays) > 1 else arrays[0].copy()
     dtype = np.result_type(*(a for a in arrays if a.dtype != np.bool_))
@@ -253,6 +274,28 @@ def check_mask(mask: Any, scores_shape: tuple[int, ...]) -> np.ndarray | None:
     if not fits:
         raise ValueError(
             f"mask of shape {mask.shape} does not broadcast to the scores' shape (..., T, S) = {scores_shape}"
+        )
+    return mask
+
+
+def check_head_axis_mask(mask: ArrayLike | None, scores_ndim: int) -> np.ndarray | None:
+    """Refuse a mask whose axes would silently line up with the wrong ones of the (..., H, T, S) scores.
+
+    Used wherever the scores have a head axis (multi-head attention, and
+    ``enable_gqa``). A (T, S) mask is shared by every head and batch entry, and a mask with as
+    many axes as the scores names each one. In between, NumPy aligns from the
+    right, so the first axis of a per-example (B, T, S) or (B, 1, S) mask would
+    meet the head axis: when B happens to equal H it would run without an
+    error and mask the wrong thing.
+    """
+    if mask is None:
+        return None
+    mask = _as_mask_array(mask, "mask")
+    if 2 < mask.ndim < scores_ndim:
+        raise ValueError(
+            f"mask has {mask.ndim} axes {mask.shape} but the scores have {scores_ndim} (..., H, T, S); its first "
+            "axis would line up with the heads. Give it the head axis: mask[:, None] for a per-example mask "
+            "(B, T, S) or (B, 1, S), or pass a (T, S) mask shared by every head and example"
         )
     return mask
 

@@ -24,7 +24,7 @@ from numpy.typing import ArrayLike
 
 from ._validation import as_float_array, check_bool, check_head_split, check_min_ndim, check_positive_int
 from .attention import scaled_dot_product_attention
-from .masks import _as_mask_array
+from .masks import check_head_axis_mask
 from .params import AttentionParams, project_qkv
 
 __all__ = [
@@ -240,32 +240,11 @@ def multihead_attention(
     is_causal = check_bool(is_causal, "is_causal")
 
     q, k, v = project_qkv(x, params, key, value)  # (..., T, H*Dh), (..., S, Hkv*Dh), (..., S, Hkv*Dv)
-    mask = _check_head_axis(mask, 1 + max(q.ndim, k.ndim))
+    mask = check_head_axis_mask(mask, 1 + max(q.ndim, k.ndim))
     q, k, v = split_heads(q, H), split_heads(k, Hkv), split_heads(v, Hkv)  # (..., heads, T or S, Dh)
     k, v = repeat_kv(k, H // Hkv), repeat_kv(v, H // Hkv)  # (..., H, S, Dh): a no-op when Hkv = H
     out, weights = scaled_dot_product_attention(q, k, v, mask=mask, scale=scale, is_causal=is_causal)  # (..., H, T, Dv)
     return params.out(merge_heads(out)), weights  # (..., T, D), (..., H, T, S)
-
-
-def _check_head_axis(mask: ArrayLike | None, scores_ndim: int) -> np.ndarray | None:
-    """Refuse a mask whose axes would silently line up with the wrong ones of the (..., H, T, S) scores.
-
-    A (T, S) mask is shared by every head and batch entry, and a mask with as
-    many axes as the scores names each one. In between, NumPy aligns from the
-    right, so the first axis of a per-example (B, T, S) or (B, 1, S) mask would
-    meet the head axis: when B happens to equal H it would run without an
-    error and mask the wrong thing.
-    """
-    if mask is None:
-        return None
-    mask = _as_mask_array(mask, "mask")
-    if 2 < mask.ndim < scores_ndim:
-        raise ValueError(
-            f"mask has {mask.ndim} axes {mask.shape} but the scores have {scores_ndim} (..., H, T, S); its first "
-            "axis would line up with the heads. Give it the head axis: mask[:, None] for a per-example mask "
-            "(B, T, S) or (B, 1, S), or pass a (T, S) mask shared by every head and example"
-        )
-    return mask
 
 
 def mha_parameter_count(d_model: int, bias: bool = True) -> int:
