@@ -230,3 +230,116 @@ def test_elementwise_functions_keep_the_float_dtype_and_their_input(function, dt
     y = function(x)
     np.testing.assert_array_equal(x, before)
     assert y.dtype == (np.float64 if dtype == np.int64 else dtype) and y.shape == x.shape
+
+
+# --- Issue 28: the newer modules on drawn shapes ----------------------------------------------------------------
+
+
+def _float64(case):
+    return tuple(None if a is None else (a.astype(np.float64) if a.dtype != np.bool_ else a) for a in case[:4])
+
+
+@given(attention_cases())
+def test_the_backward_matches_autograd(case):
+    """dQ, dK, dV of the reference against torch.autograd, float64, every drawn mask and broadcast batch."""
+    (q, k, v, mask), scale = _float64(case), case[4]
+    grad_out = np.random.default_rng(1).normal(size=sa.scaled_dot_product_attention(q, k, v, mask=mask)[0].shape)
+    ours = sa.scaled_dot_product_attention_backward(grad_out, q, k, v, mask=mask, scale=scale)
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    scores = (tq.expand(*batch, *q.shape[-2:]) @ tk.expand(*batch, *k.shape[-2:]).transpose(-1, -2)) * (
+        q.shape[-1] ** -0.5 if scale is None else scale
+    )
+    if mask is not None:
+        m = torch.from_numpy(np.ascontiguousarray(mask))
+        scores = scores.masked_fill(~m, -torch.inf) if mask.dtype == np.bool_ else scores + m.to(scores.dtype)
+    blocked = torch.isneginf(scores).all(dim=-1, keepdim=True)
+    weights = torch.softmax(scores.masked_fill(blocked, 0.0), dim=-1).masked_fill(blocked, 0.0)  # the 0/0 convention
+    (weights @ tv.expand(*batch, *v.shape[-2:])).backward(torch.from_numpy(grad_out))
+    for name, mine, theirs in zip("qkv", ours, (tq.grad, tk.grad, tv.grad), strict=True):
+        assert mine.shape == theirs.shape, name
+        np.testing.assert_allclose(mine, theirs.numpy(), rtol=1e-9, atol=1e-10, err_msg=f"d{name}")
+
+
+@given(attention_cases(), st.integers(1, 10), st.booleans())
+def test_the_recomputing_backward_equals_the_plain_one(case, block_size, is_causal):
+    (q, k, v, mask), scale = _float64(case), case[4]
+    out, lse = sa.memory_efficient_attention(q, k, v, mask=mask, scale=scale, is_causal=is_causal, return_lse=True)
+    grad_out = np.random.default_rng(2).normal(size=out.shape)
+    before = _copies(grad_out, q, k, v, out, lse, mask)
+    recomputed = sa.memory_efficient_attention_backward(
+        grad_out, q, k, v, out, lse, mask=mask, scale=scale, is_causal=is_causal, block_size=block_size
+    )
+    _unchanged(before, (grad_out, q, k, v, out, lse, mask))
+    plain = sa.scaled_dot_product_attention_backward(grad_out, q, k, v, mask=mask, scale=scale, is_causal=is_causal)
+    for name, a, b in zip("qkv", recomputed, plain, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-10, err_msg=f"d{name}")
+
+
+@given(
+    st.integers(1, 12),
+    st.integers(1, 4),
+    st.lists(st.integers(1, 5), min_size=1, max_size=6),
+    st.integers(0, 2**32 - 1),
+)
+def test_online_softmax_folds_any_split_of_the_keys_into_the_softmax(S, Dv, cuts, seed):
+    rng = np.random.default_rng(seed)
+    scores, values = rng.normal(size=(2, S)) * 4, rng.normal(size=(S, Dv))
+    scores[1, : S // 2] = -np.inf  # a row whose first keys are blocked
+    m, total, out = np.full((2, 1), -np.inf), np.zeros((2, 1)), np.zeros((2, Dv))
+    start = 0
+    for cut in [*cuts, S]:
+        stop = min(S, start + cut)
+        if stop > start:
+            m, total, out = sa.online_softmax_update(m, total, out, scores[:, start:stop], values[start:stop])
+        start = stop
+    np.testing.assert_allclose(out / total, sa.softmax(scores) @ values, rtol=1e-12, atol=1e-12)
+
+
+@given(
+    st.integers(1, 4).map(lambda n: 2 * n),
+    st.integers(-50, 50),
+    st.integers(0, 60),
+    st.booleans(),
+    st.integers(0, 2**32 - 1),
+)
+def test_rope_scores_depend_only_on_the_offset(head_dim, shift, offset, interleaved, seed):
+    rng = np.random.default_rng(seed)
+    q, k = rng.normal(size=(1, head_dim)), rng.normal(size=(1, head_dim))
+
+    def score(i, j):
+        qi = sa.apply_rope(q, [i], interleaved=interleaved)
+        kj = sa.apply_rope(k, [j], interleaved=interleaved)
+        return float((qi @ kj.T)[0, 0])
+
+    i = abs(shift) + offset
+    np.testing.assert_allclose(score(i, i - offset), score(i + 7, i - offset + 7), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        np.linalg.norm(sa.apply_rope(q, [i], interleaved=interleaved)), np.linalg.norm(q), rtol=1e-12
+    )
+
+
+@given(
+    st.integers(1, 3).flatmap(lambda kv: st.tuples(st.just(kv), st.integers(1, 2).map(lambda g: g * kv))),
+    st.integers(1, 6),
+    st.one_of(st.none(), st.integers(1, 5)),
+    st.integers(0, 1000),
+)
+@settings(max_examples=25)
+def test_cached_decoding_equals_recomputing(heads, steps, window, seed):
+    num_kv_heads, num_heads = heads
+    model = sa.TinyDecoder.random(12, 4 * num_heads, num_heads, num_kv_heads, 2, 16, seed=seed)
+    prompt = list(np.random.default_rng(seed).integers(0, 12, size=3))
+    assert model.generate(prompt, steps, window=window) == model.generate(prompt, steps, use_cache=False, window=window)
+
+
+@given(attention_cases(with_mask=False), st.integers(1, 5), st.booleans())
+@settings(max_examples=50)
+def test_split_over_threads_equals_one_call(case, threads, is_causal):
+    q, k, v, _, scale = case
+    batch = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    q, k, v = (np.broadcast_to(a, (*batch, *a.shape[-2:])).copy() for a in (q, k, v))
+    whole = sa.memory_efficient_attention(q, k, v, scale=scale, is_causal=is_causal)
+    split = sa.split_over_threads(sa.memory_efficient_attention, q, k, v, threads, scale=scale, is_causal=is_causal)
+    assert split.dtype == whole.dtype and split.shape == whole.shape
+    assert_parity(split, whole, **_loose(whole.dtype), what="split output")
