@@ -66,6 +66,8 @@ def test_package_sources_follow_module_level_relative_imports():
         (lambda: recorded.recorded_run(3), r"section must be one of"),
         (lambda: recorded.recorded_run("causal", check_sources="yes"), r"check_sources must be True or False"),
         (lambda: recorded.stale_sources("nope"), r"section must be one of"),
+        (lambda: recorded.stale_sources("causal", clone=3), r"clone must be the path of a clone .*; got int"),
+        (lambda: recorded.stale_sources("causal", clone="/nonexistent"), r"clone must be the root of a clone"),
         (lambda: recorded.package_sources("efficient"), r"modules must be a list or tuple of module names; got str"),
         (lambda: recorded.package_sources(["nope"]), r"no module selfattention.nope"),
         (lambda: recorded.package_sources([3]), r"modules must hold module names \(str\); got int"),

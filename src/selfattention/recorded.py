@@ -184,9 +184,17 @@ def stale_sources(section: str, clone: Path | None = None) -> list[str]:
     Raises
     ------
     ValueError
-        If ``section`` is not one of the recorded sections.
+        If ``section`` is not one of the recorded sections, or ``clone`` is
+        given but is not a path to a directory with ``benchmarks/`` in it.
     """
     sources = _section(section)["measured"]["sources"]
+    if clone is not None:
+        if not isinstance(clone, (str, Path)):
+            raise ValueError(
+                f"clone must be the path of a clone of the repository, or None; got {type(clone).__name__}"
+            )
+        if not (Path(clone) / "benchmarks").is_dir():
+            raise ValueError(f"clone must be the root of a clone of the repository (with benchmarks/); got {clone!s}")
     changed = []
     for name, digest in sources.items():
         if name.startswith("selfattention/"):
