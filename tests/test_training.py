@@ -391,3 +391,19 @@ def test_a_large_shift_offset_wraps():
 def test_minibatches_check_their_arguments_before_the_first_batch():
     with pytest.raises(ValueError, match=r"drop_last must be True or False"):
         sa.minibatches(np.ones(3), batch_size=2, rng=_GEN, drop_last="no")  # raised at the call, not at next()
+
+
+def test_adam_steps_float16_parameters_without_nan_and_refuses_overlapping_views():
+    """Issue 28: float16 moments rounded eps and small squares to 0 (NaN, -inf); overlapping views stepped twice."""
+    for grad in (0.0, 1e-4, -0.5):
+        w = {"w": np.ones(3, np.float16)}
+        sa.Adam().step(w, {"w": np.full(3, grad, np.float16)})
+        assert w["w"].dtype == np.float16 and np.isfinite(w["w"]).all()
+        expected = 1.0 - (1e-3 * np.sign(grad) if grad else 0.0)
+        np.testing.assert_allclose(w["w"], expected, rtol=1e-3)
+    b = np.ones(4)
+    with pytest.raises(ValueError, match=r"params 'a' and 'b' share memory \(views of one array\)"):
+        sa.Adam(lr=0.1).step({"a": b, "b": b[:2]}, {"a": np.ones(4), "b": np.ones(2)})
+    assert (b == 1).all()  # nothing was stepped
+    halves = np.ones(4)
+    sa.Adam(lr=0.1).step({"a": halves[:2], "b": halves[2:]}, {"a": np.ones(2), "b": np.ones(2)})  # disjoint: fine

@@ -396,6 +396,14 @@ class Adam:
             raise ValueError("params changed since the last step; use one Adam per model")
         if len({id(w) for w in weights.values()}) != len(weights):
             raise ValueError("params holds the same array under two names; each would be stepped twice")
+        names = list(weights)
+        for i, first in enumerate(names):  # views of one buffer that overlap would be stepped twice too
+            for second in names[i + 1 :]:
+                if np.shares_memory(weights[first], weights[second]):
+                    raise ValueError(
+                        f"params {first!r} and {second!r} share memory (views of one array); the shared "
+                        "numbers would be stepped twice"
+                    )
         for name, weight in weights.items():  # every check first: a refused step updates nothing
             grad = gradients[name]
             if grad.shape != weight.shape:
@@ -412,7 +420,7 @@ class Adam:
             if grad.dtype == np.bool_ or grad.dtype.kind not in "iuf":
                 raise ValueError(f"the gradient of {name} must be an array of real numbers; got dtype {grad.dtype}")
             with np.errstate(over="ignore", invalid="ignore"):
-                square_finite = np.isfinite(np.square(grad, dtype=weight.dtype)).all()
+                square_finite = np.isfinite(np.square(grad, dtype=_state_dtype(weight))).all()
             if not square_finite:
                 raise ValueError(
                     f"the gradient of {name} is not finite (or its square overflows {weight.dtype}) at step "
@@ -421,16 +429,24 @@ class Adam:
         self.t += 1
         beta1, beta2 = self.betas
         for name, weight in weights.items():
+            m = self._m.setdefault(name, np.zeros(weight.shape, dtype=_state_dtype(weight)))
+            v = self._v.setdefault(name, np.zeros(weight.shape, dtype=_state_dtype(weight)))
             grad = gradients[name]
-            m = self._m.setdefault(name, np.zeros_like(weight))
-            v = self._v.setdefault(name, np.zeros_like(weight))
+            if m.dtype != weight.dtype:  # float16 parameters: the gradient's square in float32, not rounded to 0
+                grad = grad.astype(m.dtype)
             m *= beta1
             m += (1 - beta1) * grad  # running mean of the gradient
             v *= beta2
             v += (1 - beta2) * grad * grad  # running mean of its square
             m_hat = m / (1 - beta1**self.t)  # both start at 0: undo that bias
             v_hat = v / (1 - beta2**self.t)
-            weight -= self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
+            update = self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
+            weight -= update if update.dtype == weight.dtype else update.astype(weight.dtype)
+
+
+def _state_dtype(weight: np.ndarray) -> np.dtype:
+    """Adam's moments in at least float32: in float16, eps and a small gradient's square round to 0 (NaN steps)."""
+    return np.promote_types(weight.dtype, np.float32)
 
 
 def minibatches(
