@@ -87,6 +87,8 @@ def attention_cases(draw, with_mask=True):
     mask_batch = mask_batch[len(mask_batch) - min(len(mask_batch), len(scores_batch)) :]
     if np.broadcast_shapes(mask_batch, scores_batch) != scores_batch:
         mask_batch = ()
+    if 0 < len(mask_batch) < len(scores_batch) >= 2:  # four-axis scores: a mask names every axis (or none)
+        mask_batch = (1,) * (len(scores_batch) - len(mask_batch)) + mask_batch
     kind = draw(st.sampled_from(["none", "bool", "additive", "finite", "padding", "causal"])) if with_mask else "none"
     keep = rng.random((*mask_batch, T, S)) < draw(st.sampled_from([0.3, 0.7, 1.0]))
     if draw(st.booleans()):
@@ -343,3 +345,37 @@ def test_split_over_threads_equals_one_call(case, threads, is_causal):
     split = sa.split_over_threads(sa.memory_efficient_attention, q, k, v, threads, scale=scale, is_causal=is_causal)
     assert split.dtype == whole.dtype and split.shape == whole.shape
     assert_parity(split, whole, **_loose(whole.dtype), what="split output")
+
+
+@given(
+    batch=st.integers(1, 3),
+    kv_heads=st.integers(1, 3),
+    group=st.integers(1, 4),
+    T=st.integers(1, 5),
+    S=st.integers(1, 6),
+    mask_kind=st.sampled_from(["none", "shared", "per-head", "per-example", "additive"]),
+    is_causal=st.booleans(),
+    dtype=DTYPES,
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_grouped_query_attention_is_repeat_kv_without_the_copies(
+    batch, kv_heads, group, T, S, mask_kind, is_causal, dtype, seed
+):
+    """enable_gqa reads each key/value head in place; it must give exactly what repeating them gives."""
+    rng = np.random.default_rng(seed)
+    H = kv_heads * group
+    q = rng.standard_normal((batch, H, T, 4)).astype(dtype)
+    k = rng.standard_normal((batch, kv_heads, S, 4)).astype(dtype)
+    v = rng.standard_normal((batch, kv_heads, S, 3)).astype(dtype)
+    mask = {
+        "none": None,
+        "shared": rng.random((T, S)) < 0.7,
+        "per-head": rng.random((1, H, T, S)) < 0.7,
+        "per-example": sa.padding_mask(rng.integers(1, S + 1, batch), S)[:, None],
+        "additive": np.where(rng.random((batch, H, T, S)) < 0.7, 0.0, -np.inf),
+    }[mask_kind]
+    out, weights = sa.scaled_dot_product_attention(q, k, v, mask=mask, is_causal=is_causal, enable_gqa=True)
+    k_all, v_all = sa.repeat_kv(k, group), sa.repeat_kv(v, group)
+    want_out, want_weights = sa.scaled_dot_product_attention(q, k_all, v_all, mask=mask, is_causal=is_causal)
+    np.testing.assert_array_equal(out, want_out)
+    np.testing.assert_array_equal(weights, want_weights)

@@ -50,6 +50,12 @@ def scaled_dot_product_attention(
         True means *the query may attend to this key* (the convention of
         ``torch.nn.functional.scaled_dot_product_attention``), or floating,
         in which case it is added to the scores (0 keeps, ``-inf`` blocks).
+        A float mask of only 0s and 1s is refused (1 would be added, not
+        keep): pass it as ``mask.astype(bool)``. When the scores have four or
+        more axes, ``(B, H, T, S)``, a mask must be ``(T, S)``, have as many
+        axes as the scores, or have only size-1 extra axes: a per-example
+        ``(B, 1, S)`` mask would otherwise line up with the heads, so it
+        needs ``mask[:, None]`` (PyTorch would apply it to the heads silently).
     scale : float, optional
         Multiplies the scores; defaults to ``1 / sqrt(Dk)``.
     is_causal : bool, default False
@@ -65,12 +71,12 @@ def scaled_dot_product_attention(
         Grouped-query attention, as in PyTorch's ``enable_gqa``: ``q`` has H
         heads on its third-to-last axis, ``(..., H, T, Dk)``, and ``k``, ``v``
         have Hkv, ``(..., Hkv, S, Dk)``, with H a multiple of Hkv. Query head
-        ``h`` reads key/value head ``h // (H // Hkv)`` (see
-        :func:`selfattention.repeat_kv`). Hkv = 1 is multi-query attention.
-        The scores then have a head axis, so a mask must be ``(T, S)`` or
-        have as many axes as they do (a per-example ``(B, 1, S)`` padding
-        mask needs ``mask[:, None]``), as in
-        :func:`selfattention.multihead_attention`.
+        ``h`` reads key/value head ``h // (H // Hkv)``, as if each were
+        repeated by :func:`selfattention.repeat_kv`, but without the copies:
+        the H // Hkv query heads of a group meet their one key/value head
+        through NumPy's broadcasting. Hkv = 1 is multi-query attention.
+        The scores then have a head axis, so the mask rule above for
+        four-axis scores applies, as in :func:`selfattention.multihead_attention`.
 
     Returns
     -------
@@ -87,8 +93,9 @@ def scaled_dot_product_attention(
         If an input has fewer than 2 axes, the last axes of ``q`` and ``k``
         differ, ``k`` and ``v`` hold different numbers of tokens, the batch axes
         do not broadcast, the mask does not broadcast to ``(..., T, S)`` or is
-        of integer type (or, with ``enable_gqa``, has between 3 axes and
-        fewer than the scores), ``scale`` is not a finite real number, or
+        of integer type, a float mask holds only 0s and 1s, a mask with
+        fewer axes than four-axis scores (but more than 2) has an extra axis
+        that is not 1, ``scale`` is not a finite real number, or
         ``is_causal`` is not a bool.
 
     Notes
@@ -97,8 +104,7 @@ def scaled_dot_product_attention(
     chapter 3 (masks and ``is_causal``).
     """
     if check_bool(enable_gqa, "enable_gqa"):
-        k, v = _share_kv_heads(q, k, v)
-        mask = check_head_axis_mask(mask, np.ndim(k))  # the scores (..., H, T, S) have a head axis now
+        return _grouped_query_attention(q, k, v, mask, scale, is_causal)
     q, k, v, mask, scale = _validate_attention_args(q, k, v, mask, scale)
     is_causal = check_bool(is_causal, "is_causal")
     dtype, work = _dtypes(q, k, v)
@@ -115,8 +121,16 @@ def scaled_dot_product_attention(
     return out.astype(dtype, copy=False), weights.astype(dtype, copy=False)
 
 
-def _share_kv_heads(q: ArrayLike, k: ArrayLike, v: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
-    """For grouped-query attention: k and v with each of their Hkv heads repeated for its H // Hkv query heads."""
+def _grouped_query_attention(
+    q: ArrayLike, k: ArrayLike, v: ArrayLike, mask: ArrayLike | None, scale: float | None, is_causal: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """``enable_gqa`` without copying a key or value: each key/value head meets its r query heads in one matmul.
+
+    The queries ``(..., H, T, Dk)`` are viewed as ``(..., Hkv, r, T, Dk)``, and
+    k and v gain a size-1 axis, ``(..., Hkv, 1, S, D)``, so that NumPy's
+    broadcasting hands each of the r query heads the same key/value head,
+    read where it lies, instead of r copies of it (``repeat_kv``'s way).
+    """
     q, k, v = as_float_array(q, "q"), as_float_array(k, "k"), as_float_array(v, "v")
     for name, arr, layout in (
         ("q", q, "(..., H, T, Dk)"),
@@ -132,13 +146,30 @@ def _share_kv_heads(q: ArrayLike, k: ArrayLike, v: ArrayLike) -> tuple[np.ndarra
             f"with enable_gqa=True the query heads must be a multiple of the key/value heads; got H={H} query "
             f"heads (q {q.shape}) and Hkv={Hkv} (k {k.shape})"
         )
-    r = H // Hkv
-    if r > 1 and r * (k.size + v.size) > 2**28:
+    r, (T, Dk), S = H // Hkv, q.shape[-2:], k.shape[-2]
+    if r == 1:
+        return scaled_dot_product_attention(q, k, v, mask=mask, scale=scale, is_causal=is_causal)
+    try:  # the scores the caller sees, (..., H, T, S): the mask is checked against them, then grouped alike
+        scores_shape = np.broadcast_shapes(q.shape[:-3], k.shape[:-3], v.shape[:-3]) + (H, T, S)
+    except ValueError:
         raise ValueError(
-            f"enable_gqa would copy each of the {Hkv} key/value heads {r} times, {r * (k.size + v.size):,} numbers; "
-            "attend in smaller batches or over fewer keys"
-        )
-    return (k, v) if r == 1 else (np.repeat(k, r, axis=-3), np.repeat(v, r, axis=-3))  # (..., H, S, D)
+            f"the leading (batch) axes of q {q.shape[:-3]}, k {k.shape[:-3]} and v {v.shape[:-3]} do not "
+            "broadcast together"
+        ) from None
+    mask = check_mask(check_head_axis_mask(mask, len(scores_shape)), scores_shape)
+    if mask is not None:
+        mask = mask.reshape((1,) * (len(scores_shape) - mask.ndim) + mask.shape)  # every axis named
+        heads = mask.shape[-3]
+        mask = mask.reshape(*mask.shape[:-3], Hkv, r, *mask.shape[-2:]) if heads == H else mask[..., None, :, :, :]
+    out, weights = scaled_dot_product_attention(
+        q.reshape(*q.shape[:-3], Hkv, r, T, Dk),  # (..., Hkv, r, T, Dk)
+        k[..., None, :, :],  # (..., Hkv, 1, S, Dk): a view
+        v[..., None, :, :],
+        mask=mask,
+        scale=scale,
+        is_causal=is_causal,
+    )
+    return out.reshape(*out.shape[:-4], H, T, -1), weights.reshape(*weights.shape[:-4], H, T, S)
 
 
 def _dtypes(*arrays: np.ndarray) -> tuple[np.dtype, np.dtype]:
@@ -197,6 +228,8 @@ def _validate_attention_args(
     scale = 1.0 / math.sqrt(Dk) if scale is None else check_real_scalar(scale, "scale")
 
     scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (T, S)
+    if len(scores_shape) >= 4:  # (..., H, T, S): a per-example (B, 1, S) mask would meet the heads
+        mask = check_head_axis_mask(mask, len(scores_shape))
     mask = check_mask(mask, scores_shape)
 
     return q, k, v, mask, scale
