@@ -135,7 +135,7 @@ def test_combine_masks_ands_booleans_and_adds_floats():
         (lambda: causal_mask(3, 0), r"S must be a positive integer; got 0"),
         (lambda: causal_mask(3, 4.0), r"S must be a positive integer; got 4.0 of type float"),
         (lambda: padding_mask([[1, 2]]), r"lengths must be a non-empty 1-D array of integers; got shape \(1, 2\)"),
-        (lambda: padding_mask([]), r"lengths must be a non-empty 1-D array of integers; got shape \(0,\)"),
+        (lambda: padding_mask([]), r"lengths must be a non-empty 1-D array of integers, one per sequence; got none"),
         (
             lambda: padding_mask([1.5, 2.0]),
             r"lengths must be a non-empty 1-D array of integers; got shape \(2,\), dtype float64",

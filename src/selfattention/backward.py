@@ -33,7 +33,8 @@ from ._validation import (
     check_real_scalar,
 )
 from .attention import _dtypes, _validate_attention_args, scaled_dot_product_attention
-from .masks import apply_causal_tile, apply_mask, check_head_axis_mask
+from .encoder import moments
+from .masks import apply_causal_tile, apply_mask, check_head_axis_mask, fully_blocked_rows
 from .multihead import merge_heads, split_heads
 from .params import AttentionParams, Linear, project_qkv
 
@@ -242,8 +243,10 @@ def memory_efficient_attention_backward(
         The forward's log-sum-exp per query (``-inf`` for a fully masked one).
         ``out`` and ``lse`` must come from the forward call with these same
         q, k, v, mask and scale: the weights are rebuilt from them. An ``lse``
-        from another call shows as weights that do not sum to 1, which is
-        refused; an ``out`` from another call cannot be detected.
+        from another call shows as weights that do not sum to 1 (checked
+        relatively: within a factor of about ``1 ± 16 eps |lse|``), which is
+        refused, as is ``-inf`` on a query that sees some key; an ``out``
+        from another call cannot be detected.
     block_size : int, default 512
         Queries and keys per tile.
 
@@ -255,13 +258,15 @@ def memory_efficient_attention_backward(
     Raises
     ------
     ValueError
-        As the forward does, or if ``grad_out``, ``out`` or ``lse`` has the wrong shape.
+        As the forward does, if ``grad_out``, ``out`` or ``lse`` has the
+        wrong shape, or if ``lse`` does not fit the scores.
 
     Notes
     -----
     See chapter 10 (a backward that recomputes) and :cite:`dao2022flashattention`.
     """
     q_, k_, v_, mask_, scale_ = _validate_attention_args(q, k, v, mask, scale)
+    validated_mask = mask_
     is_causal = check_bool(is_causal, "is_causal")
     block = check_positive_int(block_size, "block_size")
     dtype, work = _dtypes(q_, k_, v_)
@@ -314,18 +319,52 @@ def memory_efficient_attention_backward(
                 grad_q[..., rows, :] += grad_s @ k_cols
                 grad_k[..., cols, :] += np.swapaxes(grad_s, -1, -2) @ q_rows  # q_rows holds the scale
     grad_q *= scale_
-    expected = np.where(np.isneginf(lse[..., 0]), 0.0, 1.0)
-    finite = lse[np.isfinite(lse)]
-    largest = float(np.abs(finite).max()) if finite.size else 0.0
-    # rounding of scores of size |lse| moves each weight by about eps * |lse|: allow for it
-    tol = max(1e-6 if work == np.float64 else 1e-3, 16 * float(np.finfo(work).eps) * largest)
-    if not np.allclose(row_total, expected, atol=tol, rtol=0):
-        worst = float(np.nanmax(np.abs(np.nan_to_num(row_total, nan=np.inf) - expected)))
-        raise ValueError(
-            "lse does not fit these scores: the weights rebuilt from it do not sum to 1 for every query (off by "
-            f"{worst:.3g}); pass the lse and out of the forward call with the same q, k, v, mask and scale"
-        )
+    _check_lse_fits(row_total, lse[..., 0], validated_mask, is_causal, (T, S), work)
     return _finished(grad_q, grad_k, grad_v, q_, k_, v_)
+
+
+def _check_lse_fits(
+    row_total: np.ndarray,
+    lse: np.ndarray,
+    mask: np.ndarray | None,
+    is_causal: bool,
+    shape: tuple[int, int],
+    work: np.dtype,
+) -> None:
+    """Refuse an lse that is not the forward's: the weights rebuilt from it must sum to 1 on every query.
+
+    ``row_total`` holds each query's rebuilt weights summed, ``lse`` the lse
+    given, shape (..., T); ``shape`` is (T, S). The check is relative, in the
+    log domain, since rounding scores of size |lse| moves every weight by a
+    factor of about ``1 ± eps * |lse|``: a made-up lse far from the true one rebuilds weights
+    that sum to 0 or to a large number, and is refused however large it is.
+    A query may have an lse of ``-inf`` only if the mask blocks its every key
+    (its sum is then 0 whatever the lse): a visible key whose scores
+    underflow would otherwise pass as blocked and get no gradient.
+    """
+    given_blocked = np.isneginf(lse)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_total = np.log(row_total)
+    size = np.abs(np.where(given_blocked, 0.0, lse))
+    tol = np.maximum(1e-6 if work == np.float64 else 1e-3, 16 * float(np.finfo(work).eps) * (size + 1))
+    wrong = ~given_blocked & ~(np.abs(log_total) <= tol)  # written so that a NaN counts as wrong
+    if wrong.any():
+        first = tuple(int(i) for i in np.argwhere(wrong)[0])
+        raise ValueError(
+            "lse does not fit these scores: the weights rebuilt from it must sum to 1 for every query, but "
+            f"query {first} sums to {float(row_total[first]):.6g} (allowed: a factor within "
+            f"e^±{float(tol[first]):.3g}); "
+            "pass the lse and out of the forward call with the same q, k, v, mask and scale"
+        )
+    if given_blocked.any():
+        T, S = shape
+        sees_a_key = given_blocked & ~np.broadcast_to(fully_blocked_rows(mask, is_causal, T, S), lse.shape)
+        if sees_a_key.any():
+            first = tuple(int(i) for i in np.argwhere(sees_a_key)[0])
+            raise ValueError(
+                f"lse is -inf for query {first}, which the mask lets see some key: -inf is the lse of a fully "
+                "masked query only; pass the lse of the forward call with the same q, k, v, mask and scale"
+            )
 
 
 def linear_backward(
@@ -425,13 +464,17 @@ def layer_norm_backward(
     if x.dtype == np.float16:  # float16's range ends at 65,504: a variance passes it easily
         grads = layer_norm_backward(grad_y.astype(np.float32), x.astype(np.float32), weight, bias, eps)
         return tuple(None if g is None else g.astype(np.float16) for g in grads)  # type: ignore[return-value]
-    sigma = np.sqrt(x.var(axis=-1, keepdims=True) + eps)
-    x_hat = (x - x.mean(axis=-1, keepdims=True)) / sigma
-    g = grad_y * params["weight"] if "weight" in params else grad_y
-    grad_x = (g - g.mean(axis=-1, keepdims=True) - x_hat * (g * x_hat).mean(axis=-1, keepdims=True)) / sigma
-    flat = grad_y.reshape(-1, D)
-    grad_weight = (flat * x_hat.reshape(-1, D)).sum(axis=0) if "weight" in params else None
-    grad_bias = flat.sum(axis=0) if "bias" in params else None
+    mean, var = moments(x)  # refuses a variance that overflowed, as the forward does
+    sigma = np.sqrt(var + eps)
+    x_hat = (x - mean) / sigma
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, once and clearly
+        g = grad_y * params["weight"] if "weight" in params else grad_y
+        grad_x = (g - g.mean(axis=-1, keepdims=True) - x_hat * (g * x_hat).mean(axis=-1, keepdims=True)) / sigma
+        flat = grad_y.reshape(-1, D)
+        grad_weight = (flat * x_hat.reshape(-1, D)).sum(axis=0) if "weight" in params else None
+        grad_bias = flat.sum(axis=0) if "bias" in params else None
+    if any(g is not None and not np.isfinite(g).all() for g in (grad_x, grad_weight, grad_bias)):
+        raise ValueError(f"layer_norm_backward overflowed {x.dtype}: grad_y (or grad_y * weight) is too large")
     return grad_x, grad_weight, grad_bias
 
 

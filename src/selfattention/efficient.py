@@ -208,7 +208,10 @@ def online_softmax_update(
         If the shapes do not fit together, ``scores`` or ``values`` hold NaN
         or ``+inf`` (``-inf`` scores are blocked keys), ``running_sum`` or
         ``out`` is not finite, ``running_sum`` is negative or non-zero on a row
-        whose ``running_max`` is ``-inf``, or ``in_place`` is not a bool.
+        whose ``running_max`` is ``-inf``, the batch axes do not broadcast,
+        or ``in_place`` is not a bool, or is True while ``running_sum``,
+        ``out`` or ``scores`` is not a writeable floating NumPy array with
+        every batch axis.
 
     Notes
     -----
@@ -236,6 +239,30 @@ def online_softmax_update(
                 f"{name} must end in shape {last_two} for scores of shape (..., T, block) = {s.shape} and "
                 f"values of width Dv={Dv}; got {arrays[name].shape}"
             )
+    try:
+        batch = np.broadcast_shapes(*(a.shape[:-2] for a in arrays.values()))
+    except ValueError:
+        leading = {name: a.shape[:-2] for name, a in arrays.items()}
+        raise ValueError(f"the leading (batch) axes must broadcast together; got {leading}") from None
+    if in_place:
+        for name, value in (("running_sum", running_sum), ("out", out), ("scores", scores)):
+            if arrays[name] is not value or not value.flags.writeable:
+                raise ValueError(
+                    "in_place=True updates running_sum and out and reuses scores, so each must be a writeable "
+                    "floating NumPy array; "
+                    + (
+                        f"{name} is an array of dtype {value.dtype}"
+                        if isinstance(value, np.ndarray)
+                        else f"{name} is a {type(value).__name__}"
+                    )
+                    + (" that is read-only" if isinstance(value, np.ndarray) and not value.flags.writeable else "")
+                    + "; pass in_place=False to get new arrays"
+                )
+            if value.shape[:-2] != batch:
+                raise ValueError(
+                    f"in_place=True writes the result into {name}, so it needs every batch axis {batch}; got shape "
+                    f"{value.shape}; pass in_place=False to broadcast"
+                )
     check_no_nan_or_posinf(s, "scores")
     check_all_finite(vals, "values")
     check_no_nan_or_posinf(m, "running_max")
@@ -252,8 +279,6 @@ def online_softmax_update(
             "running_sum must be 0 on rows whose running_max is -inf (no key folded in yet); start a new query "
             "with running_max = -inf, running_sum = 0 and out = 0"
         )
-    if in_place and any(not isinstance(value, np.ndarray) for value in (running_sum, out, scores)):
-        raise ValueError("in_place=True updates running_sum and out and reuses scores: pass them as NumPy arrays")
     return _online_softmax_update(m, total, o, s, vals, in_place=in_place)
 
 
@@ -267,14 +292,17 @@ def _online_softmax_update(
     in_place: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The step of :func:`online_softmax_update`, without argument checks."""
-    new_max = np.maximum(running_max, scores.max(axis=-1, keepdims=True))  # m'
+    new_max = np.maximum(running_max, scores.max(axis=-1, keepdims=True, initial=-np.inf))  # m'; a block may be empty
     shift = np.where(np.isneginf(new_max), 0.0, new_max)  # all blocked so far: exps are 0, not NaN
     correction = np.exp(running_max - shift)  # e^{m - m'}; 0 while m = -inf
-    exps = scores if in_place else scores.copy()
-    exps -= shift
+    if in_place:
+        exps = scores
+        exps -= shift
+    else:
+        exps = scores - shift  # a new array, with the batch axes of every input
     np.exp(exps, out=exps)  # e^{s_j - m'}
     if not in_place:
-        running_sum, out = running_sum.copy(), out.copy()
+        return new_max, running_sum * correction + exps.sum(axis=-1, keepdims=True), out * correction + exps @ values
     running_sum *= correction
     running_sum += exps.sum(axis=-1, keepdims=True)
     out *= correction

@@ -86,8 +86,7 @@ def layer_norm(
     check_all_finite(x, "x")
     if x.dtype == np.float16:  # float16's range ends at 65,504: a variance passes it easily, so work in float32
         return layer_norm(x.astype(np.float32), weight, bias, eps).astype(np.float16)
-    mean = x.mean(axis=-1, keepdims=True)
-    var = x.var(axis=-1, keepdims=True)  # biased, as PyTorch
+    mean, var = moments(x)
     y = (x - mean) / np.sqrt(var + eps)
     for name, param in (("weight", weight), ("bias", bias)):
         if param is None:
@@ -95,8 +94,31 @@ def layer_norm(
         param = as_float_array(param, name)
         if param.shape != (D,):
             raise ValueError(f"{name} must have shape (D,) = ({D},) for x with D={D}; got {param.shape}")
-        y = y * param if name == "weight" else y + param
+        check_all_finite(param, name)
+        with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below
+            y = y * param if name == "weight" else y + param
+    if not np.isfinite(y).all():
+        raise ValueError(f"layer_norm overflowed {y.dtype}: weight * (x - mean) / std is too large to represent")
     return y
+
+
+def moments(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The mean and biased variance of a finite ``x`` over its last axis, refusing an overflow.
+
+    Squares of numbers past about 1e154 (float64) or 1.8e19 (float32)
+    overflow, and the variance would become ``inf``, normalising every
+    token to 0 without a word; LayerNorm's forward and backward share this.
+    """
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean = x.mean(axis=-1, keepdims=True)
+        var = x.var(axis=-1, keepdims=True)  # biased, as PyTorch
+    if not (np.isfinite(mean).all() and np.isfinite(var).all()):
+        raise ValueError(
+            f"x is too large to normalise in {x.dtype}: its mean or variance overflowed (largest |x| = "
+            f"{float(np.abs(x).max()):.3g}); scale x down"
+            + (", or compute in float64" if x.dtype != np.float64 else "")
+        )
+    return mean, var
 
 
 def relu(x: ArrayLike) -> np.ndarray:

@@ -167,6 +167,18 @@ def causal_keep(T: int, S: int) -> np.ndarray:
     return np.arange(S)[None, :] <= np.arange(T)[:, None] + (S - T)  # (T, S)
 
 
+def fully_blocked_rows(mask: np.ndarray | None, is_causal: bool, T: int, S: int) -> np.ndarray:
+    """Boolean ``(..., T)``: the queries whose every key a validated mask (and ``is_causal``) blocks.
+
+    Broadcasts against the scores' batch axes. With ``is_causal`` the
+    alignment is lower-right, as in :func:`causal_mask`. No argument checks.
+    """
+    keep = np.ones((T, S), dtype=bool) if mask is None else (mask if mask.dtype == np.bool_ else mask > -np.inf)
+    if is_causal:
+        keep = keep & causal_keep(T, S)
+    return ~np.broadcast_to(keep, (*keep.shape[:-2], T, S)).any(axis=-1)
+
+
 def padding_mask(lengths: ArrayLike, S: int | None = None, dtype: DTypeLike = bool) -> np.ndarray:
     """Key-padding mask from sequence lengths: each sequence sees only its real keys.
 
@@ -201,7 +213,11 @@ def padding_mask(lengths: ArrayLike, S: int | None = None, dtype: DTypeLike = bo
     torch's ``key_padding_mask`` has the opposite polarity: True = padding.
     """
     lengths = as_array(lengths, "lengths")
-    if lengths.ndim != 1 or lengths.size == 0 or not np.issubdtype(lengths.dtype, np.integer):
+    if lengths.size == 0:  # np.asarray([]) is float64: say "empty", not "float64"
+        raise ValueError(
+            f"lengths must be a non-empty 1-D array of integers, one per sequence; got none (shape {lengths.shape})"
+        )
+    if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
         raise ValueError(
             f"lengths must be a non-empty 1-D array of integers; got shape {lengths.shape}, dtype {lengths.dtype}"
         )
@@ -281,21 +297,24 @@ def check_mask(mask: Any, scores_shape: tuple[int, ...]) -> np.ndarray | None:
 def check_head_axis_mask(mask: ArrayLike | None, scores_ndim: int) -> np.ndarray | None:
     """Refuse a mask whose axes would silently line up with the wrong ones of the (..., H, T, S) scores.
 
-    Used wherever the scores have a head axis (multi-head attention, and
-    ``enable_gqa``). A (T, S) mask is shared by every head and batch entry, and a mask with as
+    Used by every attention function whose scores have four or more axes
+    (multi-head attention, ``enable_gqa``, and (B, H, T, Dk) inputs). A
+    (T, S) mask is shared by every head and batch entry, and a mask with as
     many axes as the scores names each one. In between, NumPy aligns from the
     right, so the first axis of a per-example (B, T, S) or (B, 1, S) mask would
     meet the head axis: when B happens to equal H it would run without an
-    error and mask the wrong thing.
+    error and mask the wrong thing. A mask whose extra axes all have size 1,
+    such as (1, T, S), cannot line up wrongly and is accepted.
     """
     if mask is None:
         return None
     mask = _as_mask_array(mask, "mask")
-    if 2 < mask.ndim < scores_ndim:
+    if 2 < mask.ndim < scores_ndim and any(size != 1 for size in mask.shape[:-2]):
         raise ValueError(
             f"mask has {mask.ndim} axes {mask.shape} but the scores have {scores_ndim} (..., H, T, S); its first "
-            "axis would line up with the heads. Give it the head axis: mask[:, None] for a per-example mask "
-            "(B, T, S) or (B, 1, S), or pass a (T, S) mask shared by every head and example"
+            "axis would line up with the heads. Give it every axis: mask[:, None] for a per-example mask "
+            "(B, T, S) or (B, 1, S), mask[None] for a per-head mask (H, T, S), or pass a (T, S) mask shared by "
+            "every head and example"
         )
     return mask
 
@@ -310,6 +329,12 @@ def _as_mask_array(mask: Any, name: str) -> np.ndarray:
         )
     if mask.dtype != np.bool_:
         check_no_nan_or_posinf(mask, name)
+        if mask.size and mask.max() == 1 and ((mask == 0) | (mask == 1)).all():
+            raise ValueError(
+                f"{name} is a float mask of only 0s and 1s: a float mask is added to the scores, so 1 would add 1, "
+                f"not keep the key. For keep (1) / block (0), pass {name}.astype(bool); for an additive mask, use "
+                "0 to keep and -inf to block"
+            )
     return mask
 
 
