@@ -412,3 +412,255 @@ def test_plot_mask_reads_a_tensor_that_requires_grad():
     mask = torch.zeros(3, 3, requires_grad=True)
     assert sa.plot_mask(mask) is not None
     plt.close("all")
+
+
+# --- Round two (issue 28): the newer modules' silent wrong answers, found by adversarial testers -----------
+
+_RNG = np.random.default_rng(28)
+_Q, _K, _V = (_RNG.standard_normal((2, 3, 5, 4)) for _ in range(3))
+_G = _RNG.standard_normal((2, 3, 5, 4))
+
+
+def _forward_and_lse(**kwargs):
+    return sa.memory_efficient_attention(_Q, _K, _V, return_lse=True, **kwargs)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("made_up", [1e6, 1e15, -1e6, 30.0])
+def test_a_made_up_lse_is_refused_however_large(dtype, made_up):
+    q, k, v, g = (a.astype(dtype) for a in (_Q, _K, _V, _G))
+    out, _ = sa.memory_efficient_attention(q, k, v, return_lse=True)
+    with pytest.raises(ValueError, match=r"lse does not fit these scores: .* query \(0, 0, 0\) sums to"):
+        sa.memory_efficient_attention_backward(g, q, k, v, out, np.full((2, 3, 5), made_up, dtype))
+
+
+def test_minus_inf_lse_is_refused_on_a_query_that_sees_a_key():
+    out, lse = _forward_and_lse()
+    lse[1, 2, 3] = -np.inf
+    with pytest.raises(ValueError, match=r"lse is -inf for query \(1, 2, 3\), which the mask lets see some key"):
+        sa.memory_efficient_attention_backward(_G, _Q, _K, _V, out, lse)
+
+
+def test_minus_inf_lse_is_refused_even_where_the_scores_underflow():
+    # every score of query 0 is about -1000: its weights' sum underflows to 0 as a blocked query's does
+    q = _Q.copy()
+    q[..., 0, :] = -1000.0 * np.sign(_K.sum(axis=-2))
+    out, lse = sa.memory_efficient_attention(q, _K, _V, scale=1.0, return_lse=True)
+    assert np.isfinite(lse).all()
+    lse[..., 0] = -np.inf
+    with pytest.raises(ValueError, match=r"lse is -inf for query \(0, 0, 0\)"):
+        sa.memory_efficient_attention_backward(_G, q, _K, _V, out, lse, scale=1.0)
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_minus_inf_lse_is_accepted_on_fully_masked_queries(is_causal):
+    mask = np.ones((5, 5), bool)
+    mask[2] = False
+    k, v = _K[..., :3, :], _V[..., :3, :]  # S < T: with is_causal the first two queries see nothing
+    m = mask[:, :3]
+    out, lse = sa.memory_efficient_attention(_Q, k, v, mask=m, is_causal=is_causal, return_lse=True)
+    assert np.isneginf(lse[..., 2]).all()
+    grads = sa.memory_efficient_attention_backward(_G, _Q, k, v, out, lse, mask=m, is_causal=is_causal)
+    reference = sa.scaled_dot_product_attention_backward(_G, _Q, k, v, mask=m, is_causal=is_causal)
+    for got, want in zip(grads, reference, strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-12)
+
+
+_PER_EXAMPLE = sa.padding_mask([3, 5, 2])  # (B, 1, S) with B = 3 = H below: it would meet the head axis
+_QKV_BH = tuple(_RNG.standard_normal((3, 3, 5, 4)) for _ in range(3))
+_HEAD_AXIS = r"mask has 3 axes \(3, 1, 5\) but the scores have 4 .*its first axis would line up with the heads"
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: sa.scaled_dot_product_attention(*_QKV_BH, mask=m),
+        lambda m: sa.scaled_dot_product_attention(*_QKV_BH, mask=m, enable_gqa=True),
+        lambda m: sa.memory_efficient_attention(*_QKV_BH, mask=m),
+        lambda m: sa.scaled_dot_product_attention_backward(_QKV_BH[0], *_QKV_BH, mask=m),
+        lambda m: sa.memory_efficient_attention_backward(
+            _QKV_BH[0], *_QKV_BH, *sa.memory_efficient_attention(*_QKV_BH, mask=m, return_lse=True), mask=m
+        ),
+    ],
+    ids=["sdpa", "sdpa-gqa", "memory-efficient", "backward", "memory-efficient-backward"],
+)
+def test_every_attention_function_refuses_a_per_example_mask_on_the_head_axis(call):
+    with pytest.raises(ValueError, match=_HEAD_AXIS):
+        call(_PER_EXAMPLE)
+    call(_PER_EXAMPLE[:, None])  # with the head axis it is accepted
+    call(np.ones((1, 5, 5), bool))  # size-1 extra axes cannot line up wrongly
+    call(np.ones((1, 3, 5, 5), bool))  # a per-head mask, with every axis named
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda m: sa.scaled_dot_product_attention(_Q, _K, _V, mask=m),
+        lambda m: sa.memory_efficient_attention(_Q, _K, _V, mask=m),
+        lambda m: sa.multihead_attention(_Q[0, 0], _attention(4), num_heads=2, mask=m),
+    ],
+    ids=["sdpa", "memory-efficient", "multihead"],
+)
+def test_a_float_mask_of_zeros_and_ones_is_refused(call):
+    keep = (np.arange(5)[None, :] <= np.arange(5)[:, None]).astype(np.float32)
+    with pytest.raises(ValueError, match=r"mask is a float mask of only 0s and 1s: .* pass mask.astype\(bool\)"):
+        call(keep)
+    call(keep.astype(bool))
+    call(np.where(keep.astype(bool), 0.0, -np.inf))
+    call(np.zeros((5, 5)))  # an all-zero additive mask keeps everything: accepted
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_layer_norm_refuses_a_variance_that_overflows(dtype):
+    big = np.finfo(dtype).max / 4
+    x = np.array([[big, -big, 1.0]], dtype)
+    for call in (lambda: sa.layer_norm(x), lambda: sa.layer_norm_backward(np.ones_like(x), x)):
+        with pytest.raises(
+            ValueError, match=rf"x is too large to normalise in {np.dtype(dtype).name}: its mean or var"
+        ):
+            call()
+    with pytest.raises(ValueError, match=r"layer_norm overflowed float64"):
+        sa.layer_norm(np.array([[1.0, 2.0, 3.0]]), weight=[1.7e308, 1.7e308, 1.7e308])
+    with pytest.raises(ValueError, match=r"layer_norm_backward overflowed float64"):
+        sa.layer_norm_backward(np.full((1, 3), 1e308), np.array([[1.0, 2.0, 3.0]]), weight=[1e308, 1.0, 1.0])
+
+
+def _online_state(B=2, T=3, block=4, Dv=5):
+    return (
+        np.full((B, T, 1), -np.inf),
+        np.zeros((B, T, 1)),
+        np.zeros((B, T, Dv)),
+        _RNG.standard_normal((B, T, block)),
+        _RNG.standard_normal((B, block, Dv)),
+    )
+
+
+def _read_only(a):
+    a = a.copy()
+    a.flags.writeable = False
+    return a
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda s: (s[0], s[1].astype(int), *s[2:]), r"running_sum is an array of dtype int64"),
+        (lambda s: (s[0], s[1], s[2], s[3].tolist(), s[4]), r"scores is a list"),
+        (lambda s: (s[0], _read_only(s[1]), *s[2:]), r"running_sum is an array of dtype float64 that is read-only"),
+        (lambda s: (s[0], s[1][0], *s[2:]), r"in_place=True writes the result into running_sum, .* \(2,\); got"),
+    ],
+)
+def test_online_softmax_update_in_place_refuses_what_it_cannot_update(change, message):
+    with pytest.raises(ValueError, match=message):
+        sa.online_softmax_update(*change(_online_state()), in_place=True)
+
+
+def test_online_softmax_update_broadcasts_and_takes_an_empty_block():
+    m, total, o, s, v = _online_state()
+    full = sa.online_softmax_update(m, total, o, s, v)
+    shared = sa.online_softmax_update(m[0], total[0], o[0], s, v)  # the state without the batch axis
+    for a, b in zip(full, shared, strict=True):
+        np.testing.assert_array_equal(a, b)
+    after = sa.online_softmax_update(*full, np.zeros((2, 3, 0)), np.zeros((2, 0, 5)))
+    for a, b in zip(full, after, strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match=r"the leading \(batch\) axes must broadcast together"):
+        sa.online_softmax_update(m, total, o, s, np.zeros((3, 4, 5)))
+
+
+def _decoder():
+    return sa.TinyDecoder.random(20, 16, 4, 2, 3, 32, seed=0)
+
+
+def _cache_state(cache):
+    """The position, and the keys a later update can still return (a KVCache's rows past it are unused)."""
+    rows = cache.position if isinstance(cache, sa.KVCache) else cache.window
+    return cache.position, cache._keys[..., :rows, :].copy()
+
+
+@pytest.mark.parametrize("kind", ["kv", "window"])
+def test_a_failed_forward_leaves_every_cache_as_it_was(kind):
+    model = _decoder()
+    caches = model.new_caches(max_len=40) if kind == "kv" else model.new_caches(window=3)
+    window = None if kind == "kv" else 3
+    model.forward([1, 2, 3, 4, 5], caches, window)
+    before = [_cache_state(c) for c in caches]
+    # a failure in the last block, after the first two updated their caches: its weights overflow
+    broken = sa.TinyDecoder(model.embedding, [*model.blocks[:2], _huge(model.blocks[2])], model.final_norm, 4)
+    with pytest.raises(ValueError, match="overflowed"):
+        broken.forward([6, 7], caches, window)
+    for cache, (position, keys) in zip(caches, before, strict=True):
+        assert _cache_state(cache)[0] == position
+        np.testing.assert_array_equal(_cache_state(cache)[1], keys)
+    # and decoding goes on as if the failed call had never been made
+    fresh = model.new_caches(max_len=40) if kind == "kv" else model.new_caches(window=3)
+    model.forward([1, 2, 3, 4, 5], fresh, window)
+    np.testing.assert_array_equal(model.forward([6, 7], caches, window), model.forward([6, 7], fresh, window))
+
+
+def _huge(block):
+    ff = block.feed_forward
+    big = sa.Linear(np.full_like(ff.up.weight, 1e300), ff.up.bias)
+    return type(block)(block.attention, type(ff)(big, ff.down), block.norm1, block.norm2)
+
+
+def test_forward_refuses_caches_at_different_positions_or_full_before_changing_any():
+    model = _decoder()
+    caches = model.new_caches(max_len=10)
+    caches[1].update(np.zeros((2, 1, 4)), np.zeros((2, 1, 4)))
+    with pytest.raises(ValueError, match=r"one kind and at one position.* positions \[0, 1, 0\]"):
+        model.forward([1], caches)
+    full = model.new_caches(max_len=4)
+    model.forward([1, 2, 3], full)
+    with pytest.raises(ValueError, match=r"the caches are full: .* have 3, and these tokens add 2"):
+        model.forward([4, 5], full)
+    assert [c.position for c in full] == [3, 3, 3]
+    mixed = [sa.KVCache(10), sa.SlidingWindowCache(10), sa.KVCache(10)]
+    with pytest.raises(ValueError, match=r"one kind and at one position"):
+        model.forward([1], mixed)
+
+
+def test_len_of_a_sliding_window_cache_is_the_tokens_it_holds():
+    cache = sa.SlidingWindowCache(3)
+    assert len(cache) == 0
+    for t in range(1, 6):
+        cache.update(np.zeros((1, 1, 2)), np.zeros((1, 1, 2)))
+        assert len(cache) == min(t, 3)
+
+
+def test_split_over_threads_checks_the_result_with_one_thread_too():
+    q = np.ones((2, 3, 4))
+    for threads in (1, 2):
+        with pytest.raises(ValueError, match=r"attention must return an array, or a tuple of arrays, with the"):
+            sa.split_over_threads(lambda q, k, v: 3.0, q, q, q, threads=threads)
+
+
+def test_attention_rollout_tolerance_follows_the_dtype():
+    w = np.full((2, 1, 3, 4, 4), 0.25)
+    for dtype in (np.float16, np.float32, np.float64):
+        assert sa.attention_rollout(w.astype(dtype)).dtype == dtype
+    assert sa.attention_rollout(torch.from_numpy(w).to(torch.bfloat16)).dtype == np.float32
+    off = w.copy()
+    off[..., 0, 0] += 0.005  # a row summing to 1.005: passed the old float32 tolerance of 1e-2
+    with pytest.raises(ValueError, match=r"each row summing to 1 \(within .* for 4 float32 weights\)"):
+        sa.attention_rollout(off.astype(np.float32))
+    sa.attention_rollout(torch.from_numpy(off).to(torch.bfloat16))  # within bfloat16's rounding
+
+
+def test_adam_reads_gradients_given_as_lists_or_tensors():
+    weights, copy = {"w": np.ones(3)}, {"w": np.ones(3)}
+    first, second = sa.Adam(lr=0.1), sa.Adam(lr=0.1)
+    first.step(weights, {"w": [1.0, 2.0, 3.0]})
+    second.step(copy, {"w": torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64, requires_grad=True)})
+    np.testing.assert_array_equal(weights["w"], copy["w"])
+
+
+def test_a_checker_says_when_an_answer_is_orders_of_magnitude_off():
+    from selfattention.exercises._framework import _compare_array
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for answer in ([1e30, 2.0], [1e308, -1e308]):
+            message = _compare_array(answer, np.array([1.0, 2.0]), "weights")
+            assert "is a division, normalisation or scale missing?" in message
+    assert "missing" not in _compare_array([1.0, 2.5], np.array([1.0, 2.0]), "weights")

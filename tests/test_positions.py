@@ -329,8 +329,12 @@ BAD_INPUT = [
     (lambda: sa.alibi_slopes(10**6), r"num_heads must be at most 4,096"),
     (lambda: sa.alibi_bias(4, 0), r"T must be a positive integer; got 0"),
     (lambda: sa.alibi_bias(4, 3, S=-1), r"S must be a positive integer; got -1"),
-    (lambda: sa.alibi_bias(4, 3, dtype=bool), r"dtype must be a floating dtype: the bias is added"),
-    (lambda: sa.alibi_bias(4, 3, dtype=int), r"dtype must be bool .* or a floating dtype"),
+    (
+        lambda: sa.alibi_bias(4, 3, dtype=bool),
+        r"dtype must be a NumPy floating dtype .*added to the scores.*got <class 'bool'>",
+    ),
+    (lambda: sa.alibi_bias(4, 3, dtype=int), r"dtype must be a NumPy floating dtype .*got <class 'int'>"),
+    (lambda: sa.alibi_bias(4, 3, dtype=None), r"dtype must be a NumPy floating dtype .*got None"),
     (lambda: sa.alibi_bias(64, 10**5, 10**5), r"would hold 640,000,000,000 numbers"),
     # found by an adversarial review: sizes that passed the old cap and then exhausted memory
     (lambda: sa.sinusoidal_positions(2**20, 2**11), r"the table of shape \(1048576, 2048\) would hold 2,147,483,648"),

@@ -308,7 +308,10 @@ BAD_INPUT = [
     (lambda: sa.Adam().step({"w": np.ones(2)}, {"v": np.ones(2)}), r"missing \['w'\], unexpected \['v'\]"),
     (lambda: sa.Adam().step({"w": np.ones(2)}, {"w": np.ones(3)}), r"the gradient of w has shape \(3,\)"),
     (lambda: sa.Adam().step([np.ones(2)], [np.ones(2)]), r"params must be a weight container .* got list"),
-    (lambda: sa.Adam().step({"w": [1.0]}, {"w": [1.0]}), r"params\['w'\] must be a NumPy array; got list"),
+    (
+        lambda: sa.Adam().step({"w": [1.0]}, {"w": [1.0]}),
+        r"params\['w'\] must be a NumPy array \(it is updated in place\); got list",
+    ),
     (lambda: sa.Adam().step({"w": np.ones(2, int)}, {"w": np.ones(2)}), r"parameter w must be a float array"),
     (lambda: sa.minibatches(batch_size=2, rng=_GEN), r"give at least one array"),
     (lambda: sa.minibatches(np.ones(3), np.ones(4), batch_size=2, rng=_GEN), r"the same number of examples"),

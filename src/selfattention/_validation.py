@@ -48,6 +48,34 @@ def as_array(x: Any, name: str) -> np.ndarray:
         raise ValueError(f"{name} must be an array of numbers; could not convert it: {exc}") from None
 
 
+def precision_of(values: Any) -> tuple[float, str]:
+    """The machine epsilon of an array's or tensor's float dtype, and its name (float64 for anything else).
+
+    Read before :func:`as_float_array`, which turns a bfloat16 tensor into float32.
+    """
+    dtype = getattr(values, "dtype", None)
+    if dtype is not None and type(values).__module__.split(".")[0] == "torch":
+        if getattr(dtype, "is_floating_point", False):
+            import torch
+
+            return float(torch.finfo(dtype).eps), str(dtype).removeprefix("torch.")
+    elif isinstance(dtype, np.dtype) and dtype.kind == "f":
+        return float(np.finfo(dtype).eps), dtype.name
+    return float(np.finfo(np.float64).eps), "float64"
+
+
+def row_sum_tolerance(T: int, eps: float) -> float:
+    """How far from 1 the row sums of a correct softmax of T weights stored with machine epsilon ``eps`` may be.
+
+    A softmax computed in float32 or wider (torch and this package compute
+    float16 and bfloat16 softmaxes in float32) sums to 1 within about T
+    float32 epsilons; storing each weight with relative error ``eps / 2``
+    moves the sum by at most ``eps / 2``, since the weights sum to 1. The
+    floor of 1e-6 admits float32 weights converted to float64.
+    """
+    return max(1e-6, 2 * eps + T * float(np.finfo(np.float32).eps))
+
+
 def as_float_array(x: Any, name: str) -> np.ndarray:
     """Return ``x`` as a floating-point array; integer input becomes float64.
 

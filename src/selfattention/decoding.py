@@ -76,6 +76,19 @@ class _Cache:
         self._keys: np.ndarray | None = None
         self._values: np.ndarray | None = None
         self._position = 0
+        self._undo: tuple | None = None  # how to take back the last update, if a later step of its call fails
+
+    def _take_back(self) -> None:
+        """Undo the last :meth:`update`: a call that failed after updating the cache leaves it as it was."""
+        if self._undo is None:
+            return
+        position, slots, old_keys, old_values = self._undo
+        if slots is not None:
+            self._keys[..., slots, :] = old_keys
+            self._values[..., slots, :] = old_values
+        self._position, self._undo = position, None
+        if position == 0:  # the failed update was the first: let the next one set the layout afresh
+            self._keys = self._values = None
 
     @property
     def position(self) -> int:
@@ -174,7 +187,7 @@ class KVCache(_Cache):
         self._check_layout(k_new, v_new)
         self._keys[..., start : start + t, :] = k_new  # writes t rows; nothing already cached moves
         self._values[..., start : start + t, :] = v_new
-        self._position = start + t
+        self._position, self._undo = start + t, (start, None, None, None)  # rows past the position are unused
         return _read_only(self._keys[..., : self._position, :]), _read_only(self._values[..., : self._position, :])
 
 
@@ -243,10 +256,16 @@ class SlidingWindowCache(_Cache):
         k_all = np.concatenate([self._keys[..., kept, :], k_new], axis=-2)  # (..., S, Dh)
         v_all = np.concatenate([self._values[..., kept, :], v_new], axis=-2)
         last = np.arange(max(seen, seen + t - w), seen + t)  # the positions to keep: the last w
-        self._keys[..., last % w, :] = k_new[..., last - seen, :]
-        self._values[..., last % w, :] = v_new[..., last - seen, :]
+        slots = last % w
+        self._undo = (seen, slots, self._keys[..., slots, :], self._values[..., slots, :])  # copies of what goes
+        self._keys[..., slots, :] = k_new[..., last - seen, :]
+        self._values[..., slots, :] = v_new[..., last - seen, :]
         self._position = seen + t
         return k_all, v_all
+
+    def __len__(self) -> int:
+        """How many tokens the buffer holds: ``min(position, window)``."""
+        return min(self._position, self._capacity)
 
 
 def kv_cache_bytes(num_layers: int, num_kv_heads: int, head_dim: int, bytes_per_value: int = 2, tokens: int = 1) -> int:
@@ -385,15 +404,20 @@ def decoder_block(
     q, k = apply_rope(q, positions, base=rope_base), apply_rope(k, positions, base=rope_base)  # not v
     if cache is not None:
         k, v = cache.update(k, v)  # (..., Hkv, S, Dh): every cached key, the new ones last
-    S = k.shape[-2]
-    if window is not None:
-        mask = sliding_window_mask(t, window, S)
-    else:
-        mask = None if t == 1 else causal_mask(t, S)  # one new query is the last position: it sees every key
-    out, _ = scaled_dot_product_attention(q, k, v, mask=mask, enable_gqa=True)  # (..., H, t, Dv)
-    x = x + params.attention.out(merge_heads(out))  # (..., t, D)
-    h = layer_norm(x, params.norm2.weight, params.norm2.bias, eps=eps)
-    return x + feed_forward(h, params.feed_forward, activation)
+    try:
+        S = k.shape[-2]
+        if window is not None:
+            mask = sliding_window_mask(t, window, S)
+        else:
+            mask = None if t == 1 else causal_mask(t, S)  # one new query is the last position: it sees every key
+        out, _ = scaled_dot_product_attention(q, k, v, mask=mask, enable_gqa=True)  # (..., H, t, Dv)
+        x = x + params.attention.out(merge_heads(out))  # (..., t, D)
+        h = layer_norm(x, params.norm2.weight, params.norm2.bias, eps=eps)
+        return x + feed_forward(h, params.feed_forward, activation)
+    except Exception:
+        if cache is not None:
+            cache._take_back()  # a failed call leaves the cache as it found it
+        raise
 
 
 @dataclass(frozen=True)
@@ -536,12 +560,41 @@ class TinyDecoder:
                 "caches must be distinct, one per block: the same cache twice would mix two layers' keys; "
                 "make them with new_caches"
             )
+        if caches is not None:
+            self._check_caches(caches, window, len(tokens))
         x = self.embedding[tokens]  # (t, D)
-        for i, block in enumerate(self.blocks):
-            cache = None if caches is None else caches[i]
-            x = decoder_block(x, block, self.num_heads, cache=cache, window=window)
-        x = layer_norm(x, self.final_norm.weight, self.final_norm.bias)
-        return x @ self.embedding.T  # (t, V): the embedding, reused as the output layer
+        done: list[KVCache | SlidingWindowCache] = []
+        try:
+            for i, block in enumerate(self.blocks):
+                cache = None if caches is None else caches[i]
+                x = decoder_block(x, block, self.num_heads, cache=cache, window=window)
+                if cache is not None:
+                    done.append(cache)
+            x = layer_norm(x, self.final_norm.weight, self.final_norm.bias)
+            return x @ self.embedding.T  # (t, V): the embedding, reused as the output layer
+        except Exception:
+            for cache in done:  # the failing block took its own update back; take back the earlier ones
+                cache._take_back()
+            raise
+
+    def _check_caches(self, caches: list[KVCache | SlidingWindowCache], window: int | None, t: int) -> None:
+        """Refuse caches that cannot take these ``t`` tokens before any of them is changed."""
+        for i, cache in enumerate(caches):
+            if not isinstance(cache, (KVCache, SlidingWindowCache)):
+                raise ValueError(f"caches[{i}] must be a KVCache or a SlidingWindowCache; got {type(cache).__name__}")
+        kinds = {type(cache).__name__ for cache in caches}
+        positions = [cache.position for cache in caches]
+        if len(kinds) > 1 or len(set(positions)) > 1:
+            raise ValueError(
+                f"the caches must be of one kind and at one position, as new_caches makes them and forward keeps "
+                f"them; got {sorted(kinds)} at positions {positions}"
+            )
+        first = caches[0]
+        if isinstance(first, KVCache) and first.position + t > first.max_len:
+            raise ValueError(
+                f"the caches are full: they hold up to max_len={first.max_len} tokens, have {first.position}, and "
+                f"these tokens add {t}; make caches with a larger max_len"
+            )
 
     def generate(
         self, prompt: ArrayLike, steps: int, *, use_cache: bool = True, window: int | None = None

@@ -47,7 +47,8 @@ def split_over_threads(
         With the same batch axes (no broadcasting between them).
     threads : int, optional
         Defaults to the number of CPUs (``os.cpu_count()``), and at most the
-        number of sequences. With 1, ``attention`` runs as it is.
+        number of sequences. With 1, ``attention`` runs as it is (its
+        result is checked as the split's would be).
     **kwargs
         Passed on, e.g. ``is_causal`` or ``block_size``. A ``mask`` is refused:
         its batch axes would have to be split alike.
@@ -67,13 +68,14 @@ def split_over_threads(
     -----
     While the threads run, the BLAS of NumPy runs one thread each (through
     ``threadpoolctl``, for the whole process), so the threads do not
-    oversubscribe the cores. The sequences go out in ``4 * threads`` chunks,
-    and each chunk's result is copied into the output as soon as it is done:
-    at most one chunk per thread is held twice, so the split costs a
-    fraction of the output's memory (about a quarter for the reference's
-    T × S weights), not a second copy of it. Results agree with a single call's to rounding,
-    not to the last bit: a one-thread BLAS adds up its products in another
-    order. See chapter 7.
+    oversubscribe the cores. The sequences go out in
+    ``CHUNKS_PER_THREAD * threads`` chunks (4 per thread), and each chunk's
+    result is copied into the output as soon as it is done: at most one
+    chunk per thread is held twice, so the split costs a fraction of the
+    output's memory (about a quarter for the reference's T × S weights),
+    not a second copy of it. Results agree with a single call's to
+    rounding, not to the last bit: a one-thread BLAS adds up its products
+    in another order. See chapter 7.
     """
     if not callable(attention):
         raise ValueError(
@@ -95,8 +97,15 @@ def split_over_threads(
     count = int(np.prod(batch, dtype=np.int64))
     threads = check_positive_int(os.cpu_count() or 1 if threads is None else threads, "threads", at_most=1024)
     threads = max(1, min(threads, count))
-    if threads == 1:
-        return attention(q, k, v, **kwargs)
+    if threads == 1:  # the same promise as the split: arrays with the batch axes first
+        result = attention(q, k, v, **kwargs)
+        pieces = result if isinstance(result, tuple) else (result,)
+        if not all(isinstance(piece, np.ndarray) and piece.shape[: len(batch)] == batch for piece in pieces):
+            raise ValueError(
+                "attention must return an array, or a tuple of arrays, with the batch axes first; "
+                f"got {_describe(result)} for batch axes {batch}"
+            )
+        return result
     from threadpoolctl import threadpool_limits
 
     flat = [a.reshape(count, *a.shape[-2:]) for a in (q, k, v)]
@@ -104,7 +113,7 @@ def split_over_threads(
     # the end would hold every result twice (for the reference's T x S weights, twice the memory).
     chunks = np.array_split(np.arange(count), min(count, CHUNKS_PER_THREAD * threads))
     joined: list[np.ndarray] = []
-    shape_of_result: list[Any] = []
+    returns_tuple: list[bool] = []  # set by the first chunk to finish
     lock = threading.Lock()
 
     def run(chunk: np.ndarray) -> None:
@@ -118,7 +127,7 @@ def split_over_threads(
             )
         with lock:
             if not joined:
-                shape_of_result.append(isinstance(result, tuple))
+                returns_tuple.append(isinstance(result, tuple))
                 joined.extend(np.empty((count, *piece.shape[1:]), dtype=piece.dtype) for piece in pieces)
         for whole, piece in zip(joined, pieces, strict=True):
             whole[part] = piece
@@ -127,7 +136,7 @@ def split_over_threads(
         for _ in pool.map(run, chunks):
             pass
     results = tuple(whole.reshape(*batch, *whole.shape[1:]) for whole in joined)
-    return results if shape_of_result[0] else results[0]
+    return results if returns_tuple[0] else results[0]
 
 
 def _describe(result: Any) -> str:

@@ -34,7 +34,6 @@ from ._validation import (
     check_positive_int,
     check_real_scalar,
 )
-from .masks import _mask_dtype
 
 __all__ = [
     "sinusoidal_positions",
@@ -482,6 +481,19 @@ def alibi_slopes(num_heads: int) -> np.ndarray:
     return np.concatenate([slopes, extra])
 
 
+def _bias_dtype(dtype: Any) -> np.dtype:
+    """A NumPy floating dtype for a bias that is added to the scores (a boolean mask would not be)."""
+    try:
+        parsed = None if dtype is None else np.dtype(dtype)  # np.dtype(None) would silently mean float64
+    except TypeError:
+        parsed = None
+    if parsed is None or not np.issubdtype(parsed, np.floating):
+        raise ValueError(
+            f"dtype must be a NumPy floating dtype such as np.float32 (the bias is added to the scores); got {dtype!r}"
+        )
+    return parsed
+
+
 def alibi_bias(num_heads: int, T: int, S: int | None = None, dtype: DTypeLike = np.float64) -> np.ndarray:
     r"""ALiBi's additive bias: each head penalises a key by its slope times its distance from the query.
 
@@ -531,9 +543,7 @@ def alibi_bias(num_heads: int, T: int, S: int | None = None, dtype: DTypeLike = 
     slopes = alibi_slopes(num_heads)
     T = check_positive_int(T, "T")
     S = T if S is None else check_positive_int(S, "S")
-    dtype = _mask_dtype(dtype)
-    if dtype == np.bool_:
-        raise ValueError("dtype must be a floating dtype: the bias is added to the scores; got bool")
+    dtype = _bias_dtype(dtype)
     _check_size((slopes.size, T, S), "the bias")
     distance = np.abs(np.arange(T)[:, None] + (S - T) - np.arange(S)[None, :])  # (T, S): |query pos - key pos|
     lowest = np.finfo(dtype).min  # float16: -65,504

@@ -307,7 +307,8 @@ def cross_entropy_backward(grad_loss: float, logits: ArrayLike, targets: ArrayLi
     return grad * (grad_loss / targets.size)
 
 
-def _named(tree: Any, name: str) -> dict[str, np.ndarray]:
+def _named(tree: Any, name: str, *, read_only: bool = False) -> dict[str, np.ndarray]:
+    """The arrays of a container or dict by name. ``read_only`` (gradients): lists and tensors are read too."""
     if isinstance(tree, _Container):
         return dict(tree.named_arrays())
     if isinstance(tree, Mapping):
@@ -315,8 +316,12 @@ def _named(tree: Any, name: str) -> dict[str, np.ndarray]:
         for key, value in tree.items():
             if not isinstance(key, str):
                 raise ValueError(f"{name} must be keyed by parameter names (strings); got the key {key!r}")
-            if not isinstance(value, np.ndarray):
-                raise ValueError(f"{name}[{key!r}] must be a NumPy array; got {type(value).__name__}")
+            if read_only:
+                value = as_array(value, f"{name}[{key!r}]")  # a gradient is only read: any array-like will do
+            elif not isinstance(value, np.ndarray):
+                raise ValueError(
+                    f"{name}[{key!r}] must be a NumPy array (it is updated in place); got {type(value).__name__}"
+                )
             arrays[key] = value
         return arrays
     raise ValueError(
@@ -377,9 +382,10 @@ class Adam:
         ----------
         params : weight container or dict of name -> numpy.ndarray
             The model's own arrays (not copies): they are changed in place.
-        grads : the same structure
+        grads : weight container or dict of name -> array_like
             One gradient per parameter, with its shape, e.g. what
-            :meth:`TinyEncoder.backward` returns.
+            :meth:`TinyEncoder.backward` returns; NumPy arrays, lists and
+            torch tensors are all read.
 
         Raises
         ------
@@ -388,7 +394,7 @@ class Adam:
             ``params`` (or from earlier steps), or a gradient is not finite
             (the loss diverged: lower the learning rate). Nothing is updated then.
         """
-        weights, gradients = _named(params, "params"), _named(grads, "grads")
+        weights, gradients = _named(params, "params"), _named(grads, "grads", read_only=True)
         if set(weights) != set(gradients):
             missing, extra = sorted(set(weights) - set(gradients)), sorted(set(gradients) - set(weights))
             raise ValueError(f"grads must have one array per parameter; missing {missing}, unexpected {extra}")

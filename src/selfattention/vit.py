@@ -36,6 +36,8 @@ from ._validation import (
     check_nonnegative_int,
     check_positive_int,
     check_real_scalar,
+    precision_of,
+    row_sum_tolerance,
 )
 from .encoder import EncoderParams, encoder_block, layer_norm
 from .multihead import multihead_attention
@@ -264,39 +266,46 @@ def attention_rollout(weights: ArrayLike, residual: bool = True) -> np.ndarray:
     -------
     numpy.ndarray, shape (..., T, T)
         :math:`R = \hat A_L \cdots \hat A_1`; row ``i`` sums to 1. Row 0 of a
-        ViT's rollout is the class token's, over itself and the patches.
+        ViT's rollout is the class token's, over itself and the patches. In
+        the dtype of ``weights`` (float16 is multiplied in float32, bfloat16
+        is returned as float32).
 
     Raises
     ------
     ValueError
         If ``weights`` has fewer than 4 axes, is not square in its last two,
-        holds negative or non-finite values, or its rows do not sum to 1.
+        holds negative or non-finite values, or its rows do not sum to 1
+        within what the dtype's rounding allows.
 
     Notes
     -----
     See chapter 12 and :cite:`abnar2020quantifying`.
     """
+    eps, dtype_name = precision_of(weights)  # before the conversion, which reads bfloat16 as float32
     weights = as_float_array(weights, "weights")
     if weights.ndim < 4 or weights.shape[-1] != weights.shape[-2] or 0 in weights.shape:
         raise ValueError(f"weights must have shape (L, ..., H, T, T), square in the last two; got {weights.shape}")
     residual = check_bool(residual, "residual")
     check_all_finite(weights, "weights")
-    tolerance = 1e-6 if weights.dtype == np.float64 else 1e-2  # float16 and bfloat16 softmaxes are off by ~1e-3
-    sums = weights.sum(axis=-1)
+    dtype, T = weights.dtype, weights.shape[-1]
+    work = np.float64 if dtype == np.float64 else np.float32  # float16 would round the products away
+    tolerance = row_sum_tolerance(T, eps)
+    sums = weights.astype(np.float64).sum(axis=-1)
     worst = float(np.abs(sums - 1).max())
     if (weights < 0).any() or worst > tolerance:
         raise ValueError(
-            "weights must be attention weights: non-negative, each row summing to 1; "
-            f"found row sums from {sums.min():.4g} to {sums.max():.4g} and a smallest weight of {weights.min():.3g}"
+            f"weights must be attention weights: non-negative, each row summing to 1 (within {tolerance:.2g} for "
+            f"{T} {dtype_name} weights); found row sums from {sums.min():.6g} to {sums.max():.6g} and a smallest "
+            f"weight of {weights.min():.3g}"
         )
-    T = weights.shape[-1]
-    rollout = np.broadcast_to(np.eye(T), weights.shape[1:-3] + (T, T)).copy()
-    for layer in weights:
+    eye = np.eye(T, dtype=work)
+    rollout = np.broadcast_to(eye, weights.shape[1:-3] + (T, T)).copy()
+    for layer in weights.astype(work, copy=False):
         mixed = layer.mean(axis=-3)  # (..., T, T): the heads averaged
         if residual:
-            mixed = 0.5 * mixed + 0.5 * np.eye(T)  # the residual stream carries each token on unchanged
+            mixed = 0.5 * mixed + 0.5 * eye  # the residual stream carries each token on unchanged
         rollout = mixed @ rollout  # this layer after everything below it
-    return rollout
+    return rollout.astype(dtype, copy=False)
 
 
 def _patch_grid(images: Any, patch_size: Any) -> tuple[np.ndarray, int]:

@@ -313,11 +313,19 @@ def _compare_array(got: Any, expected: np.ndarray, name: str, nan_hint: str = SO
         rtol, atol = RTOL_FLOAT32, ATOL_FLOAT32 * max(1.0, float(np.max(np.abs(expected), initial=0.0)))
     else:
         rtol, atol = RTOL, ATOL
-    if not np.allclose(answer, expected, rtol=rtol, atol=atol):
+    with np.errstate(over="ignore", invalid="ignore"):  # answers near 1e308 overflow the difference
+        close = np.allclose(answer, expected, rtol=rtol, atol=atol)
         worst = float(np.max(np.abs(answer - expected)))
+    if not close:
         problem = (
             f"the {name} {'do' if plural else 'does'} not match the reference; the largest difference is {worst:.3g}"
         )
+        largest, reference = float(np.max(np.abs(answer))), float(np.max(np.abs(expected), initial=0.0))
+        if largest > 1e3 * max(reference, 1e-6):  # e.g. 1e30 where the reference stays below 10
+            problem += (
+                f" (your largest entry is {largest:.3g}, the reference's {reference:.3g}: is a division, "
+                "normalisation or scale missing?)"
+            )
         if half:  # float16 keeps about 3 significant digits, too few for the float32 tolerance
             problem += " (your answer is float16, which keeps only about 3 significant digits; compute in float32)"
         return problem

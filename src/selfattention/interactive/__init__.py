@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validation import as_float_array, check_all_finite, check_positive_int
+from .._validation import as_float_array, check_all_finite, check_positive_int, precision_of, row_sum_tolerance
 from ..efficient import online_softmax_update
 from ..masks import causal_mask, padding_mask, sliding_window_mask
 from ..plotting._common import check_drawable
@@ -145,19 +145,6 @@ def _png(figure: Any) -> bytes:
     return buffer.getvalue()
 
 
-def _precision_of(values: Any) -> tuple[float, str]:
-    """The machine epsilon of an array's or tensor's float dtype, and its name (float64 for anything else)."""
-    dtype = getattr(values, "dtype", None)
-    if dtype is not None and type(values).__module__.split(".")[0] == "torch":
-        import torch
-
-        if dtype.is_floating_point:
-            return float(torch.finfo(dtype).eps), str(dtype).removeprefix("torch.")
-    elif isinstance(dtype, np.dtype) and dtype.kind == "f":
-        return float(np.finfo(dtype).eps), dtype.name
-    return float(np.finfo(np.float64).eps), "float64"
-
-
 def _check_text(value: Any, name: str) -> str:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"{name} must be a non-empty string; got {value!r}")
@@ -218,7 +205,7 @@ def attention_explorer(
             raise ValueError(f"texts[{n}]'s tokens must be a list of strings; got {tokens!r:.60}")
         for i, token in enumerate(tokens):
             check_drawable(token, f"texts[{n}]'s tokens[{i}]")
-        eps, dtype_name = _precision_of(weights)
+        eps, dtype_name = precision_of(weights)
         w = as_float_array(weights, f"texts[{n}]'s weights")
         if w.ndim == 2:
             w = w[None, None]
@@ -237,8 +224,8 @@ def attention_explorer(
             raise ValueError(
                 f"texts[{n}]'s weights must be attention weights, non-negative; got a weight of {float(w.min()):.3g}"
             )
-        # A softmax row of T weights rounded to the input's precision sums to 1 within about T * eps.
-        tolerance = max(1e-4, T * eps)
+        # Weights typed in to four decimals are welcome too: hence the floor of 1e-4.
+        tolerance = max(1e-4, row_sum_tolerance(T, eps))
         sums = w.astype(np.float64).sum(axis=-1)
         if np.abs(sums - 1).max() > tolerance:
             raise ValueError(
