@@ -10,8 +10,9 @@ recomputed one (each appends its token: the context grows by that many, 50 at th
 
 Then where each step's time goes, from one run: every call to the functions a decoder block makes (the
 projections, the attention's scores, softmax and P V, the feed-forward layer, the LayerNorms, RoPE and
-masks) is timed as the step runs, and what is left over is the rest (the logits, the cache's update,
-reshapes and Python between the calls); each part's best over the timed steps is kept.
+masks) is timed as the step runs, with the attention's argument checks apart (they read the whole cache),
+and what is left over is the rest (the logits, the cache's update, reshapes and Python between the
+calls); each part's best over the timed steps is kept.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from functools import partial
 import numpy as np
 from bench_common import ROOT  # noqa: F401  (puts src/ on the path)
 
-from selfattention import TinyDecoder, decoding, params
+from selfattention import TinyDecoder, attention, decoding, params
 from selfattention.measure import best_times
 
 #: The package modules whose code this section times.
@@ -42,7 +43,7 @@ CONTEXT = 1024
 CACHED_ROUNDS_PER_REPEAT = 10  # a cached step is about 100 times shorter than a recomputed one
 PARTS = {  # the names decoder_block calls, by part
     "project_qkv": "projections",
-    "scaled_dot_product_attention": "attention (scores, softmax, P V)",
+    "scaled_dot_product_attention": "attention (scores, softmax, P V)",  # its argument checks apart: CARVED
     "feed_forward": "feed-forward",
     "layer_norm": "LayerNorms",
     "apply_rope": "RoPE and masks",
@@ -50,36 +51,52 @@ PARTS = {  # the names decoder_block calls, by part
 }
 
 
+#: Calls carved out of the part that makes them: their time is their own part's, not the caller's. The
+#: attention's argument checks read every cached key and value (is each finite?), so they grow with the
+#: context, unlike the rest of a call's overhead.
+CARVED = {(attention, "_validate_attention_args"): "attention's argument checks"}
+
+
 @contextmanager
 def timed_parts(totals: dict[str, float]):
     """Time every call decoder_block makes to the functions in PARTS, and to the output projection."""
     originals = {name: getattr(decoding, name) for name in PARTS}
+    carved_originals = {key: getattr(*key) for key in CARVED}
     linear_call = params.Linear.__call__
 
-    inside = []  # a call made inside a timed call (feed_forward's Linear) counts for the outer one only
+    inside = []  # a call made inside a timed call (feed_forward's Linear) counts for the outer one only...
+    given_up = []  # ...unless it is carved out: per open timed call, the seconds its carved-out calls took
 
-    def wrap(function, part):
+    def wrap(function, part, carve_out=False):
         def timed(*args, **kwargs):
-            if inside:
+            if inside and not carve_out:
                 return function(*args, **kwargs)
             inside.append(part)
+            given_up.append(0.0)
             start = time.perf_counter()
             try:
                 return function(*args, **kwargs)
             finally:
-                totals[part] = totals.get(part, 0.0) + time.perf_counter() - start
+                elapsed = time.perf_counter() - start
                 inside.pop()
+                totals[part] = totals.get(part, 0.0) + elapsed - given_up.pop()
+                if given_up:  # the enclosing call gives this time up to this part
+                    given_up[-1] += elapsed
 
         return timed
 
     for name, function in originals.items():
         setattr(decoding, name, wrap(function, PARTS[name]))
+    for (module, name), function in carved_originals.items():
+        setattr(module, name, wrap(function, CARVED[module, name], carve_out=True))
     params.Linear.__call__ = wrap(linear_call, "projections")  # the attention's output projection
     try:
         yield totals
     finally:
         for name, function in originals.items():
             setattr(decoding, name, function)
+        for (module, name), function in carved_originals.items():
+            setattr(module, name, function)
         params.Linear.__call__ = linear_call
 
 

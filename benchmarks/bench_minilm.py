@@ -30,6 +30,7 @@ SENTENCES = (
 def run(repeats: int) -> dict:
     """Loading, and the forward of 8 sentences of about 16 tokens, NumPy against BertModel."""
     os.environ["HF_HUB_OFFLINE"] = "1"
+    import transformers
     from transformers import BertModel
     from transformers.utils import logging
 
@@ -62,6 +63,7 @@ def run(repeats: int) -> dict:
         "tokens": int(keep.sum()),
         "T": int(ids.shape[1]),
         "torch_attention": reference.config._attn_implementation,
+        "transformers": transformers.__version__,  # the baseline's own library: it picks sdpa or eager
         "load_seconds": {"numpy": load_numpy, "torch": load_torch},
         "seconds": seconds,
         "ratios": {"numpy_over_torch_time": seconds["numpy"] / seconds["torch"]},
