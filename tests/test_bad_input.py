@@ -586,9 +586,11 @@ def test_a_failed_forward_leaves_every_cache_as_it_was(kind):
     model.forward([1, 2, 3, 4, 5], caches, window)
     before = [_cache_state(c) for c in caches]
     # a failure in the last block, after the first two updated their caches: its weights overflow
-    broken = sa.TinyDecoder(model.embedding, [*model.blocks[:2], _huge(model.blocks[2])], model.final_norm, 4)
+    blocks = model.blocks
+    object.__setattr__(model, "blocks", (*blocks[:2], _huge(blocks[2])))  # the same decoder, its last block broken
     with pytest.raises(ValueError, match="overflowed"):
-        broken.forward([6, 7], caches, window)
+        model.forward([6, 7], caches, window)
+    object.__setattr__(model, "blocks", blocks)
     for cache, (position, keys) in zip(caches, before, strict=True):
         assert _cache_state(cache)[0] == position
         np.testing.assert_array_equal(_cache_state(cache)[1], keys)
@@ -618,6 +620,24 @@ def test_forward_refuses_caches_at_different_positions_or_full_before_changing_a
     mixed = [sa.KVCache(10), sa.SlidingWindowCache(10), sa.KVCache(10)]
     with pytest.raises(ValueError, match=r"one kind and at one position"):
         model.forward([1], mixed)
+
+
+def test_forward_refuses_another_blocks_or_another_decoders_caches():
+    model, other = _decoder(), sa.TinyDecoder.random(20, 16, 4, 2, 3, 32, seed=1)
+    caches = model.new_caches(max_len=10)
+    model.forward([1, 2], caches)
+    with pytest.raises(ValueError, match=r"caches\[0\] holds the keys and values of block 2 of this decoder"):
+        model.forward([3], caches[::-1])
+    with pytest.raises(ValueError, match=r"caches\[0\] holds the keys and values of block 0 of another"):
+        other.forward([3], caches)
+    filled = [sa.KVCache(10) for _ in range(3)]
+    for cache in filled:
+        cache.update(np.zeros((2, 1, 4)), np.zeros((2, 1, 4)))
+    with pytest.raises(ValueError, match=r"caches\[0\] already holds 1 tokens from outside this decoder"):
+        model.forward([3], filled)
+    own = [sa.KVCache(10) for _ in range(3)]  # empty caches made by hand are claimed by their first forward
+    model.forward([1, 2], own)
+    np.testing.assert_array_equal(model.forward([3], own), model.forward([3], caches))
 
 
 def test_len_of_a_sliding_window_cache_is_the_tokens_it_holds():
@@ -664,3 +684,70 @@ def test_a_checker_says_when_an_answer_is_orders_of_magnitude_off():
             message = _compare_array(answer, np.array([1.0, 2.0]), "weights")
             assert "is a division, normalisation or scale missing?" in message
     assert "missing" not in _compare_array([1.0, 2.5], np.array([1.0, 2.0]), "weights")
+
+
+def test_repeat_kv_refuses_a_copy_that_would_exhaust_memory():
+    with pytest.raises(ValueError, match=r"n_rep=1000000000 would make 1.6e\+11 numbers, more than 268,435,456"):
+        sa.repeat_kv(np.ones((2, 2, 5, 8)), 10**9)
+
+
+def test_softmax_backward_takes_a_bfloat16_softmax():
+    torch.manual_seed(0)
+    y = torch.softmax(torch.randn(16, 8, dtype=torch.bfloat16) * 3, -1)
+    assert (y.float().sum(-1) - 1).abs().max() > 1e-3  # beyond the old fixed tolerance
+    got = sa.softmax_backward(torch.ones_like(y), y)
+    assert np.abs(got).max() < 0.05  # a gradient of all ones: zero up to bfloat16's rounding of y
+    with pytest.raises(ValueError, match=r"within 1e-06 for float64; .* slice sums from"):
+        sa.softmax_backward(np.ones((2, 3)), np.full((2, 3), 0.3))
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_the_attention_backward_takes_the_forwards_enable_gqa(is_causal):
+    import torch.nn.functional as F
+
+    rng = np.random.default_rng(6)
+    q, k, v = rng.standard_normal((2, 6, 3, 4)), rng.standard_normal((2, 2, 5, 4)), rng.standard_normal((2, 2, 5, 3))
+    g = rng.standard_normal((2, 6, 3, 3))
+    grads = sa.scaled_dot_product_attention_backward(g, q, k, v, is_causal=is_causal, enable_gqa=True)
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    mask = torch.from_numpy(sa.causal_mask(3, 5, dtype=bool)) if is_causal else None  # lower-right, as ours
+    F.scaled_dot_product_attention(tq, tk, tv, attn_mask=mask, enable_gqa=True).backward(torch.from_numpy(g))
+    for got, tensor in zip(grads, (tq, tk, tv), strict=True):
+        np.testing.assert_allclose(got, tensor.grad.numpy(), atol=1e-12)
+
+
+def test_overflows_in_the_newer_modules_are_reported_not_warned():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=r"the update overflowed float16: .* keep the running state in float32"):
+            sa.online_softmax_update(
+                np.full((1, 1), -np.inf, np.float16),
+                np.zeros((1, 1), np.float16),
+                np.zeros((1, 1), np.float16),
+                np.zeros((1, 4), np.float16),
+                np.full((4, 1), 30000, np.float16),
+            )
+        with pytest.raises(ValueError, match=r"the attention overflowed float64"):
+            sa.memory_efficient_attention(np.ones((2, 3)), np.ones((2, 3)), np.ones((2, 3)), scale=1e308)
+        blocked = sa.combine_masks(np.array([-6e4], np.float16), np.array([-6e4], np.float16))
+        assert np.isneginf(blocked).all()
+
+
+def test_decoder_block_takes_per_example_positions_and_names_them_when_wrong():
+    model = _decoder()
+    x = np.random.default_rng(3).standard_normal((2, 3, 16))
+    per_example = sa.decoder_block(x, model.blocks[0], 4, positions=np.tile(np.arange(3), (2, 1)))
+    np.testing.assert_array_equal(per_example, sa.decoder_block(x, model.blocks[0], 4))
+    with pytest.raises(ValueError, match=r"positions of shape \(3, 3\) must be \(t,\) or \(..., t\) with x's leading"):
+        sa.decoder_block(x, model.blocks[0], 4, positions=np.ones((3, 3)))
+    with pytest.raises(ValueError, match=r"positions must hold one position per new token, shape \(t,\) = \(3,\)"):
+        sa.decoder_block(x, model.blocks[0], 4, positions=np.arange(4))
+
+
+def test_bert_config_reads_any_real_eps():
+    from selfattention.pretrained import BertConfig
+
+    assert BertConfig(10, 8, 1, 2, 16, 32, 2, decimal.Decimal("1e-12")).layer_norm_eps == 1e-12
+    assert BertConfig(10, 8, 1, 2, 16, 32, 2, np.float32(1e-5)).layer_norm_eps == float(np.float32(1e-5))
+    with pytest.raises(ValueError, match=r"layer_norm_eps must be a small positive number; got 2.0"):
+        BertConfig(10, 8, 1, 2, 16, 32, 2, 2.0)

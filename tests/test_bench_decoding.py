@@ -28,6 +28,7 @@ def bench():
 def test_timing_the_parts_changes_no_output_and_restores_the_functions(bench):
     model = TinyDecoder.random(**SMALL, seed=0)
     text = np.random.default_rng(0).integers(0, 32, size=12)
+
     def functions():
         return (
             {name: getattr(decoding, name) for name in bench.PARTS}

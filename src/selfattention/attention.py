@@ -121,16 +121,8 @@ def scaled_dot_product_attention(
     return out.astype(dtype, copy=False), weights.astype(dtype, copy=False)
 
 
-def _grouped_query_attention(
-    q: ArrayLike, k: ArrayLike, v: ArrayLike, mask: ArrayLike | None, scale: float | None, is_causal: bool
-) -> tuple[np.ndarray, np.ndarray]:
-    """``enable_gqa`` without copying a key or value: each key/value head meets its r query heads in one matmul.
-
-    The queries ``(..., H, T, Dk)`` are viewed as ``(..., Hkv, r, T, Dk)``, and
-    k and v gain a size-1 axis, ``(..., Hkv, 1, S, D)``, so that NumPy's
-    broadcasting hands each of the r query heads the same key/value head,
-    read where it lies, instead of r copies of it (``repeat_kv``'s way).
-    """
+def kv_groups(q: ArrayLike, k: ArrayLike, v: ArrayLike) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """Check the layout ``enable_gqa`` needs; return q, k, v as arrays and r = H // Hkv, the heads per group."""
     q, k, v = as_float_array(q, "q"), as_float_array(k, "k"), as_float_array(v, "v")
     for name, arr, layout in (
         ("q", q, "(..., H, T, Dk)"),
@@ -146,7 +138,21 @@ def _grouped_query_attention(
             f"with enable_gqa=True the query heads must be a multiple of the key/value heads; got H={H} query "
             f"heads (q {q.shape}) and Hkv={Hkv} (k {k.shape})"
         )
-    r, (T, Dk), S = H // Hkv, q.shape[-2:], k.shape[-2]
+    return q, k, v, H // Hkv
+
+
+def _grouped_query_attention(
+    q: ArrayLike, k: ArrayLike, v: ArrayLike, mask: ArrayLike | None, scale: float | None, is_causal: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """``enable_gqa`` without copying a key or value: each key/value head meets its r query heads in one matmul.
+
+    The queries ``(..., H, T, Dk)`` are viewed as ``(..., Hkv, r, T, Dk)``, and
+    k and v gain a size-1 axis, ``(..., Hkv, 1, S, D)``, so that NumPy's
+    broadcasting hands each of the r query heads the same key/value head,
+    read where it lies, instead of r copies of it (``repeat_kv``'s way).
+    """
+    q, k, v, r = kv_groups(q, k, v)
+    H, Hkv, (T, Dk), S = q.shape[-3], k.shape[-3], q.shape[-2:], k.shape[-2]
     if r == 1:
         return scaled_dot_product_attention(q, k, v, mask=mask, scale=scale, is_causal=is_causal)
     try:  # the scores the caller sees, (..., H, T, S): the mask is checked against them, then grouped alike

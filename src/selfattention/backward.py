@@ -31,11 +31,13 @@ from ._validation import (
     check_min_ndim,
     check_positive_int,
     check_real_scalar,
+    precision_of,
+    row_sum_tolerance,
 )
-from .attention import _dtypes, _validate_attention_args, scaled_dot_product_attention
+from .attention import _dtypes, _validate_attention_args, kv_groups, scaled_dot_product_attention
 from .encoder import moments
 from .masks import apply_causal_tile, apply_mask, check_head_axis_mask, fully_blocked_rows
-from .multihead import merge_heads, split_heads
+from .multihead import merge_heads, repeat_kv, split_heads
 from .params import AttentionParams, Linear, project_qkv
 
 __all__ = [
@@ -95,6 +97,7 @@ def softmax_backward(grad_y: ArrayLike, y: ArrayLike, axis: int = -1) -> np.ndar
     -----
     See chapter 10 (the softmax backward).
     """
+    eps, dtype_name = precision_of(y)  # before the conversion, which reads bfloat16 as float32
     y = as_float_array(y, "y")
     check_min_ndim(y, "y", 1, "(..., n)")
     check_all_finite(y, "y")
@@ -102,12 +105,14 @@ def softmax_backward(grad_y: ArrayLike, y: ArrayLike, axis: int = -1) -> np.ndar
     axis = check_axis(axis, y.ndim)
     if y.size == 0:  # as softmax refuses it: there is no distribution to differentiate
         raise ValueError(f"y must hold at least one entry along each axis; got shape {y.shape}")
-    sums = y.sum(axis=axis)
-    tol = 1e-3 if y.dtype != np.float64 else 1e-6
+    sums = y.astype(np.float64).sum(axis=axis)
+    # what a softmax in y's precision may be off by, and never stricter than before for float32
+    tol = max(1e-3 if y.dtype != np.float64 else 1e-6, row_sum_tolerance(y.shape[axis], eps))
     if y.min() < -tol or y.max() > 1 + tol or not (np.isclose(sums, 1, atol=tol) | np.isclose(sums, 0, atol=tol)).all():
         raise ValueError(
             "y must be the softmax's output: entries in [0, 1], each slice along the axis summing to 1 (or all 0 "
-            f"for a fully masked row); got entries from {y.min():.3g} to {y.max():.3g}. Did you pass the logits?"
+            f"for a fully masked row), within {tol:.2g} for {dtype_name}; got entries from {y.min():.3g} to "
+            f"{y.max():.3g} and slice sums from {sums.min():.6g} to {sums.max():.6g}. Did you pass the logits?"
         )
     return y * (grad_y - (grad_y * y).sum(axis=axis, keepdims=True))
 
@@ -142,6 +147,7 @@ def scaled_dot_product_attention_backward(
     mask: ArrayLike | None = None,
     scale: float | None = None,
     is_causal: bool = False,
+    enable_gqa: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     r"""Gradients of :func:`~selfattention.scaled_dot_product_attention`'s output with respect to q, k and v.
 
@@ -156,9 +162,11 @@ def scaled_dot_product_attention_backward(
     ----------
     grad_out : array_like, shape (..., T, Dv)
         :math:`\partial L / \partial O`, the shape of the forward's output.
-    q, k, v, mask, scale, is_causal
+    q, k, v, mask, scale, is_causal, enable_gqa
         The forward's arguments, with its shapes, broadcasting and mask
         conventions (see :func:`~selfattention.scaled_dot_product_attention`).
+        With ``enable_gqa`` each key/value head serves H // Hkv query heads,
+        so its gradient is the sum of what each of them sends it.
 
     Returns
     -------
@@ -176,6 +184,13 @@ def scaled_dot_product_attention_backward(
     -----
     See chapter 10 (the attention backward).
     """
+    if check_bool(enable_gqa, "enable_gqa"):
+        q, k, v, r = kv_groups(q, k, v)
+        grads = scaled_dot_product_attention_backward(
+            grad_out, q, repeat_kv(k, r), repeat_kv(v, r), mask=mask, scale=scale, is_causal=is_causal
+        )  # dQ, and dK, dV for every query head's copy of its key/value head: (..., H, S, D)
+        q_grad, (k_grad, v_grad) = grads[0], (g.reshape(*g.shape[:-3], -1, r, *g.shape[-2:]) for g in grads[1:])
+        return q_grad, k_grad.sum(axis=-3), v_grad.sum(axis=-3)  # each group's copies summed: (..., Hkv, S, D)
     q_, k_, v_, mask_, scale_ = _validate_attention_args(q, k, v, mask, scale)
     out, weights = scaled_dot_product_attention(q_, k_, v_, mask=mask_, scale=scale_, is_causal=is_causal)
     grad_out = _grad(grad_out, out.shape, "grad_out", "the attention output")
@@ -283,7 +298,8 @@ def memory_efficient_attention_backward(
     scores_shape = np.broadcast_shapes(q_.shape[:-2], k_.shape[:-2]) + (T, S)
     if mask_ is not None:
         mask_ = np.broadcast_to(mask_, scores_shape)
-    qs = np.broadcast_to(q_, (*batch, T, q_.shape[-1])).astype(work) * scale_  # scaled once, as in the forward
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow shows as an lse that does not fit
+        qs = np.broadcast_to(q_, (*batch, T, q_.shape[-1])).astype(work) * scale_  # scaled once, as in the forward
     kb = np.broadcast_to(k_, (*batch, S, k_.shape[-1])).astype(work, copy=False)
     vb = np.broadcast_to(v_, (*batch, S, Dv)).astype(work, copy=False)
     delta = (grad_out * out).sum(axis=-1, keepdims=True)  # D: (..., T, 1)

@@ -77,6 +77,7 @@ class _Cache:
         self._values: np.ndarray | None = None
         self._position = 0
         self._undo: tuple | None = None  # how to take back the last update, if a later step of its call fails
+        self._owner: tuple[int, int] | None = None  # (id of a TinyDecoder, block index), once one has used it
 
     def _take_back(self) -> None:
         """Undo the last :meth:`update`: a call that failed after updating the cache leaves it as it was."""
@@ -351,8 +352,9 @@ def decoder_block(
         The block's weights (attention, feed-forward, two LayerNorms).
     num_heads : int
         H, the query heads.
-    positions : array_like, shape (t,), optional
+    positions : array_like, shape (t,) or (..., t), optional
         Defaults to ``cache.position + 0 … t-1`` (0 … t-1 without a cache).
+        Per-example positions have the leading axes of ``x``.
     cache : KVCache or SlidingWindowCache, optional
         This layer's cache; updated in place.
     window : int, optional
@@ -396,7 +398,21 @@ def decoder_block(
     if t == 0:
         raise ValueError(f"x has no tokens: shape {x.shape}, with t = 0 in (..., t, D)")
     past = 0 if cache is None else cache.position
-    positions = past + np.arange(t) if positions is None else positions
+    if positions is None:
+        positions = past + np.arange(t)
+    else:
+        positions = as_float_array(positions, "positions")
+        if positions.ndim == 0 or positions.shape[-1] != t:
+            raise ValueError(
+                f"positions must hold one position per new token, shape (t,) = ({t},); got {positions.shape}"
+            )
+        if positions.ndim > 1:  # per example, (..., t) like x's leading axes: the heads' axis goes in between
+            if positions.shape[:-1] != x.shape[:-2]:
+                raise ValueError(
+                    f"positions of shape {positions.shape} must be (t,) or (..., t) with x's leading axes "
+                    f"{x.shape[:-2]}; got leading axes {positions.shape[:-1]}"
+                )
+            positions = positions[..., None, :]  # (..., 1, t), for the (..., heads, t, Dh) queries and keys
 
     h = layer_norm(x, params.norm1.weight, params.norm1.bias, eps=eps)
     q, k, v = project_qkv(h, params.attention)  # (..., t, H*Dh), (..., t, Hkv*Dh), (..., t, Hkv*Dv)
@@ -531,9 +547,10 @@ class TinyDecoder:
         """One empty cache per block: a :class:`KVCache` of ``max_len``, or a :class:`SlidingWindowCache`."""
         if (max_len is None) == (window is None):
             raise ValueError("pass exactly one of max_len (a KVCache per block) and window (a SlidingWindowCache)")
-        if window is not None:
-            return [SlidingWindowCache(window) for _ in self.blocks]
-        return [KVCache(max_len) for _ in self.blocks]
+        caches = [SlidingWindowCache(window) if window is not None else KVCache(max_len) for _ in self.blocks]
+        for i, cache in enumerate(caches):
+            cache._owner = (id(self), i)  # block i's keys and values only
+        return caches
 
     def forward(
         self,
@@ -562,6 +579,8 @@ class TinyDecoder:
             )
         if caches is not None:
             self._check_caches(caches, window, len(tokens))
+            for i, cache in enumerate(caches):
+                cache._owner = (id(self), i)
         x = self.embedding[tokens]  # (t, D)
         done: list[KVCache | SlidingWindowCache] = []
         try:
@@ -589,6 +608,18 @@ class TinyDecoder:
                 f"the caches must be of one kind and at one position, as new_caches makes them and forward keeps "
                 f"them; got {sorted(kinds)} at positions {positions}"
             )
+        for i, cache in enumerate(caches):
+            if cache._owner not in (None, (id(self), i)):
+                whose = f"block {cache._owner[1]} of " + ("this decoder" if cache._owner[0] == id(self) else "another")
+                raise ValueError(
+                    f"caches[{i}] holds the keys and values of {whose}; pass this decoder's caches in block order, "
+                    "as new_caches made them"
+                )
+            if cache._owner is None and cache.position:
+                raise ValueError(
+                    f"caches[{i}] already holds {cache.position} tokens from outside this decoder; start from "
+                    "new_caches (or empty caches)"
+                )
         first = caches[0]
         if isinstance(first, KVCache) and first.position + t > first.max_len:
             raise ValueError(

@@ -112,7 +112,8 @@ def memory_efficient_attention(
     scores_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (T, S)
     if mask is not None:
         mask = np.broadcast_to(mask, scores_shape)  # a view: blocks of it are sliced below
-    q = (np.broadcast_to(q, (*batch, T, q.shape[-1])) * np.asarray(scale, dtype=work)).astype(work, copy=False)
+    with np.errstate(over="ignore", invalid="ignore"):  # a scale that overflows is reported below, clearly
+        q = (np.broadcast_to(q, (*batch, T, q.shape[-1])) * np.asarray(scale, dtype=work)).astype(work, copy=False)
     k, v = k.astype(work, copy=False), v.astype(work, copy=False)
 
     running_max = np.full((*batch, T, 1), -np.inf, dtype=work)  # m
@@ -211,7 +212,8 @@ def online_softmax_update(
         whose ``running_max`` is ``-inf``, the batch axes do not broadcast,
         or ``in_place`` is not a bool, or is True while ``running_sum``,
         ``out`` or ``scores`` is not a writeable floating NumPy array with
-        every batch axis.
+        every batch axis; or if the new sum or output overflows its dtype
+        (float16 state does at sums past 65,504).
 
     Notes
     -----
@@ -279,7 +281,14 @@ def online_softmax_update(
             "running_sum must be 0 on rows whose running_max is -inf (no key folded in yet); start a new query "
             "with running_max = -inf, running_sum = 0 and out = 0"
         )
-    return _online_softmax_update(m, total, o, s, vals, in_place=in_place)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is reported below, once and clearly
+        new_max, new_sum, new_out = _online_softmax_update(m, total, o, s, vals, in_place=in_place)
+    if not (np.isfinite(new_sum).all() and np.isfinite(new_out).all()):
+        raise ValueError(
+            f"the update overflowed {new_out.dtype}: the running sum or output is too large to represent; keep the "
+            "running state in float32 or float64 (memory_efficient_attention keeps float16's in float32)"
+        )
+    return new_max, new_sum, new_out
 
 
 def _online_softmax_update(

@@ -270,8 +270,9 @@ def combine_masks(*masks: ArrayLike) -> np.ndarray:
         return np.logical_and.reduce(np.broadcast_arrays(*arrays)) if len(arrays) > 1 else arrays[0].copy()
     dtype = np.result_type(*(a for a in arrays if a.dtype != np.bool_))
     total = np.zeros(shape, dtype=dtype)
-    for array in arrays:
-        total += _as_dtype(array, dtype) if array.dtype == np.bool_ else array
+    with np.errstate(over="ignore"):  # two large negative float16 entries add up to -inf: blocked either way
+        for array in arrays:
+            total += _as_dtype(array, dtype) if array.dtype == np.bool_ else array
     return total
 
 

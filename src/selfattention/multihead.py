@@ -125,7 +125,8 @@ def repeat_kv(x: ArrayLike, n_rep: int) -> np.ndarray:
     Raises
     ------
     ValueError
-        If ``x`` has fewer than 3 axes or ``n_rep`` is not a positive integer.
+        If ``x`` has fewer than 3 axes, ``n_rep`` is not a positive integer,
+        or the result would hold more than 2**28 numbers.
 
     Notes
     -----
@@ -135,8 +136,11 @@ def repeat_kv(x: ArrayLike, n_rep: int) -> np.ndarray:
     x = as_float_array(x, "x")
     check_min_ndim(x, "x", 3, "(..., Hkv, S, Dh)")
     r = check_positive_int(n_rep, "n_rep")
-    if r * x.size > 2**40:
-        raise ValueError(f"n_rep={r} would make {r * x.size:.3g} numbers; it is the query heads per key/value head")
+    if r * x.size > 2**28:  # 2 GiB of float64: a typo such as 10**9 should not exhaust memory
+        raise ValueError(
+            f"n_rep={r} would make {r * x.size:.3g} numbers, more than {2**28:,}; it is the query heads per "
+            "key/value head (H // Hkv). For long inputs, pass enable_gqa=True to the attention instead of copying"
+        )
     return x if r == 1 else np.repeat(x, r, axis=-3)  # (..., Hkv*r, S, Dh)
 
 

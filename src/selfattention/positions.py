@@ -74,7 +74,8 @@ def _check_finite_result(result: np.ndarray, what: str, inputs: str) -> np.ndarr
 def _even_width(width: Any, name: str, why: str) -> int:
     width = check_positive_int(width, name)
     if width % 2:
-        raise ValueError(f"{name} must be even, because {why}; got {name}={width} (use {width - 1} or {width + 1})")
+        got = f"{name}={width}" if name.isidentifier() else str(width)  # "got D=5", but "the head width ...: got 5"
+        raise ValueError(f"{name} must be even, because {why}; got {got} (use {width - 1} or {width + 1})")
     return width
 
 
@@ -487,10 +488,8 @@ def _bias_dtype(dtype: Any) -> np.dtype:
         parsed = None if dtype is None else np.dtype(dtype)  # np.dtype(None) would silently mean float64
     except TypeError:
         parsed = None
-    if parsed is None or not np.issubdtype(parsed, np.floating):
-        raise ValueError(
-            f"dtype must be a NumPy floating dtype such as np.float32 (the bias is added to the scores); got {dtype!r}"
-        )
+    if parsed is None or parsed not in (np.float16, np.float32, np.float64):  # longdouble: no BLAS, no torch
+        raise ValueError(f"dtype must be float16, float32 or float64 (the bias is added to the scores); got {dtype!r}")
     return parsed
 
 

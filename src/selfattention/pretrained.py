@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import numbers
 import re
 import warnings
 from dataclasses import dataclass, fields
@@ -35,7 +34,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, DTypeLike
 
-from ._validation import as_array, as_float_array, check_all_finite, check_bool, check_positive_int
+from ._validation import (
+    as_array,
+    as_float_array,
+    check_all_finite,
+    check_bool,
+    check_positive_int,
+    check_real_scalar,
+)
 from .encoder import EncoderParams, encoder_block, layer_norm
 from .params import LayerNormParams, _Container, _set
 
@@ -129,10 +135,10 @@ class BertConfig:
     def __post_init__(self) -> None:
         for field in fields(self)[:-1]:
             _set(self, field.name, check_positive_int(getattr(self, field.name), field.name, at_most=10**7))
-        eps = self.layer_norm_eps
-        if isinstance(eps, (bool, np.bool_)) or not isinstance(eps, numbers.Real) or not 0 < eps < 1:
-            raise ValueError(f"layer_norm_eps must be a small positive number; got {eps!r}")
-        _set(self, "layer_norm_eps", float(eps))
+        eps = check_real_scalar(self.layer_norm_eps, "layer_norm_eps", positive=True)  # a Decimal or 0-d array too
+        if not eps < 1:
+            raise ValueError(f"layer_norm_eps must be a small positive number; got {self.layer_norm_eps!r}")
+        _set(self, "layer_norm_eps", eps)
         if self.hidden_size % self.num_heads:
             raise ValueError(
                 f"num_heads={self.num_heads} must divide hidden_size={self.hidden_size} "
