@@ -8,6 +8,7 @@ error), returned NaN, or ran silently with a wrong answer. The accepted forms
 
 from __future__ import annotations
 
+import dataclasses
 import decimal
 import fractions
 import warnings
@@ -751,3 +752,110 @@ def test_bert_config_reads_any_real_eps():
     assert BertConfig(10, 8, 1, 2, 16, 32, 2, np.float32(1e-5)).layer_norm_eps == float(np.float32(1e-5))
     with pytest.raises(ValueError, match=r"layer_norm_eps must be a small positive number; got 2.0"):
         BertConfig(10, 8, 1, 2, 16, 32, 2, 2.0)
+
+
+# --- Round two, the modules no benchmark times --------------------------------------------------------------
+
+
+def test_vit_forward_refuses_another_image_grid_or_head_count():
+    model = sa.TinyViT(image_size=8, patch_size=2, num_heads=4)
+    params = sa.tiny_vit_params(model)
+    assert params.image_size == (8, 8) and params.num_heads == 4
+    sa.vit_forward(np.zeros((1, 1, 8, 8)), params, num_heads=4)
+    with pytest.raises(ValueError, match=r"trained on 8x8 images; got 16x4, whose patches would meet the position"):
+        sa.vit_forward(np.zeros((1, 1, 16, 4)), params, num_heads=4)  # also 16 patches of 2x2
+    with pytest.raises(ValueError, match=r"the model was trained with num_heads=4; got num_heads=8"):
+        sa.vit_forward(np.zeros((1, 1, 8, 8)), params, num_heads=8)
+    with pytest.raises(ValueError, match=r"image_size 16x16 in 2x2 patches does not make the position table's 16"):
+        dataclasses.replace(params, image_size=(16, 16))
+
+
+def test_adam_refuses_another_models_arrays_and_steps_that_overflow():
+    first, other = {"w": np.ones(3)}, {"w": np.ones(3)}
+    opt = sa.Adam(lr=0.1)
+    opt.step(first, {"w": np.ones(3)})
+    with pytest.raises(ValueError, match=r"params\['w'\] is not the array this Adam stepped before"):
+        opt.step(other, {"w": np.ones(3)})
+    with pytest.raises(ValueError, match=r"parameter w must hold only finite numbers; found 1 NaN"):
+        sa.Adam().step({"w": np.array([1.0, np.nan])}, {"w": np.ones(2)})
+    weights = {"w": np.ones(2, np.float16)}
+    with pytest.raises(ValueError, match=r"step 1 would make parameter w overflow float16 .* Nothing was updated"):
+        sa.Adam(lr=1e5).step(weights, {"w": np.ones(2, np.float16)})
+    np.testing.assert_array_equal(weights["w"], np.ones(2, np.float16))
+
+
+def test_float16_losses_and_gradients_work_in_float32_or_say_they_overflowed():
+    assert sa.cross_entropy(np.zeros((1, 70000), np.float16), [0]) == pytest.approx(np.log(70000), rel=1e-6)
+    with pytest.raises(ValueError, match=r"grad_loss=65536 times the gradient overflows float16"):
+        sa.cross_entropy_backward(65536.0, np.array([[10.0, 0, 0]], np.float16), [1])
+    with pytest.raises(ValueError, match=r"the summed gradient of a repeated id overflowed float16"):
+        sa.embedding_backward(np.full((3, 2), 40000, np.float16), [0, 0, 0], np.zeros((2, 2), np.float16))
+
+
+def test_vit_training_reads_tensors_lists_and_big_endian_arrays():
+    from selfattention.vit_training import split_validation
+
+    x = np.random.default_rng(0).random((20, 3)).astype(">f4")
+    y = np.repeat([0, 1], 10)
+    for xs, ys in ((x, y), (torch.from_numpy(x.astype(np.float32)), torch.from_numpy(y)), (x.tolist(), y.tolist())):
+        parts = split_validation(xs, ys, fraction=0.2, seed=0)
+        assert [len(p) for p in parts] == [16, 4, 16, 4]
+
+
+def test_learning_curves_draw_a_run_without_held_out_accuracy():
+    figure = sa.plot_learning_curves({"run": {"step": [1, 2, 3], "loss": [2.0, 1.5, 1.0], "accuracy": []}})
+    assert "no held-out accuracy recorded" in [t.get_text() for t in figure.axes[1].texts]
+    with pytest.raises(ValueError, match=r"the loss of run 'run' must be a 1-D sequence"):
+        sa.plot_learning_curves({"run": {"step": [1], "loss": [[1.0]], "accuracy": []}})
+
+
+def test_interactive_figures_refuse_data_that_is_not_json_when_made():
+    from selfattention.interactive import InteractiveFigure
+
+    for data in ({"a": np.int64(1)}, {(1, 2): 1}, {"a": {1, 2}}):
+        with pytest.raises(ValueError, match=r"data: the figure's data must be JSON"):
+            InteractiveFigure("mask", "t", data, {}, b"\x89PNG", "a")
+
+
+def test_plots_refuse_what_would_take_minutes_to_draw():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match=r"a figure draws at most 16 steps side by side; got 300"):
+        sa.plot_block_traversal(64, list(range(300)))
+    with pytest.raises(ValueError, match=r"annotate=True writes a number in each of the 90,000 cells"):
+        sa.plot_attention(sa.softmax(rng.normal(size=(300, 300))), annotate=True)
+    with pytest.raises(ValueError, match=r"the figure draws one panel per head, at most 16; got num_heads=300"):
+        sa.plot_head_split(rng.normal(size=(3, 300)), 300)
+    ax = sa.plot_similarity(np.eye(40), [f"s{i}" for i in range(40)])  # drawn without numbers past 32 rows
+    assert not ax.texts
+
+
+def test_plots_and_figures_take_numpy_scalars_and_refuse_what_they_cannot_draw():
+    from selfattention import interactive
+
+    ax = sa.plot_roofline({"a": (np.float32(2.0), np.int64(10))}, np.float32(100.0), np.int64(10))
+    assert ax.get_lines()
+    for points, peak, bandwidth in (({"a": (1e308, 10.0)}, 100, 10), ({"a": (1.0, 10.0)}, 1e308, 1e-308)):
+        with pytest.raises(ValueError, match=r"must lie between 1e-09 and 1e\+09 to be drawn"):
+            sa.plot_roofline(points, peak, bandwidth)
+    with pytest.raises(ValueError, match=r"must be a real number; got True"):
+        sa.plot_roofline({"a": (True, 10.0)}, 100, 10)
+    with pytest.raises(ValueError, match=r"scores must lie within ±1e150 to be drawn"):
+        interactive.softmax_stepper([1e308, -1e308, 1], np.ones((3, 1)), 1, title="t", alt="a")
+    with pytest.raises(ValueError, match=r"mask must be boolean .* got dtype int64. For a 0/1 mask, pass mask.astype"):
+        sa.plot_mask(np.eye(3, dtype=np.int64))
+    interactive.mask_builder(5, windows=np.array([2, 3]), title="t", alt="a")
+
+
+def test_checkers_take_a_tensor_of_counts_and_hint_at_bfloat16_and_tie_order():
+    from selfattention.exercises import check_most_attended, check_sinusoidal_positions, check_token_count
+
+    assert check_token_count(lambda s, p, c: torch.tensor([(s // p) ** 2, (s // p) ** 2 + 1, c * p * p]))
+    result = check_sinusoidal_positions(lambda T, D: torch.from_numpy(sa.sinusoidal_positions(T, D)).bfloat16())
+    assert not result and "your answer is bfloat16, which keeps only about 2 significant digits" in str(result)
+
+    def topk(weights, k):
+        return torch.topk(torch.as_tensor(weights), k).indices.numpy()
+
+    result = check_most_attended(topk)
+    if not result:  # torch.topk's order among ties is not promised: when it differs, the hint says so
+        assert "the right patches in another order" in str(result)

@@ -134,7 +134,7 @@ def test_a_figure_displays_as_html_in_a_notebook():
             "the same number of layers and heads",
         ),
         (lambda: _explorer(layer=2), r"layer must be an integer in \[0, 2\); got 2"),
-        (lambda: _explorer(head=True), "head must be an integer"),
+        (lambda: _explorer(head=True), "head must be a non-negative integer; got True"),
         (lambda: _explorer(probes=[(0, 0, 0, 4)]), r"probe \(0, 0, 0, 4\) is out of range"),
         (lambda: _explorer(probes=[(0, 0)]), "quadruple"),
         (lambda: _explorer(title=""), "title must be a non-empty string"),
@@ -173,7 +173,7 @@ def test_sizes_and_edge_cases():
         ia.attention_explorer([("x", ["t"] * 65, np.full((65, 65), 1 / 65))], title="t", alt="a")
     with pytest.raises(ValueError, match="at most 64 keys"):
         ia.softmax_stepper(np.zeros(65), np.zeros((65, 1)), 1, title="t", alt="a")
-    with pytest.raises(ValueError, match="overflow"):
+    with pytest.raises(ValueError, match="values must lie within ±1e150 to be drawn"):
         ia.softmax_stepper([0.0, 0.0], [[1.7e308], [1.7e308]], 2, title="t", alt="a")
     with pytest.raises(ValueError, match="Dv >= 1"):
         ia.softmax_stepper([0.5, 1.0], np.zeros((2, 0)), 1, title="t", alt="a")
@@ -186,9 +186,9 @@ def test_sizes_and_edge_cases():
 @pytest.mark.parametrize(
     ("call", "message"),
     [
-        (lambda: _explorer(probes=[(0, 0, 0, False)]), "four integers"),
-        (lambda: _explorer(probes=[(0, 0, 0, 1.0)]), "four integers"),
-        (lambda: _explorer(probes=[(0, 0, 0, "1")]), "four integers"),
+        (lambda: _explorer(probes=[(0, 0, 0, False)]), "four non-negative integers"),
+        (lambda: _explorer(probes=[(0, 0, 0, 1.0)]), "four non-negative integers"),
+        (lambda: _explorer(probes=[(0, 0, 0, "1")]), "four non-negative integers"),
         (lambda: _explorer(probes=5), "probes must be a list"),
         (lambda: ia.attention_explorer([("x", ["a", " "], np.full((2, 2), 0.5))], title="t", alt="a"), "blank"),
         (lambda: ia.mask_builder(4, lengths=[], title="t", alt="a"), "at least one count"),

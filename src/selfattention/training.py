@@ -209,8 +209,13 @@ def embedding_backward(grad_out: ArrayLike, ids: ArrayLike, table: ArrayLike) ->
     if grad_out.shape != expected:
         raise ValueError(f"grad_out must have the output's shape ids.shape + (D,) = {expected}; got {grad_out.shape}")
     check_all_finite(grad_out, "grad_out")
-    grad = np.zeros(table.shape, dtype=np.result_type(grad_out.dtype, table.dtype))
+    dtype = np.result_type(grad_out.dtype, table.dtype)
+    grad = np.zeros(table.shape, dtype=np.promote_types(dtype, np.float32))  # float16 sums overflow at 65,504
     np.add.at(grad, ids, grad_out)  # a repeated id adds up; grad[ids] += grad_out would keep only one
+    with np.errstate(over="ignore"):
+        grad = grad.astype(dtype, copy=False)
+    if not np.isfinite(grad).all():
+        raise ValueError(f"the summed gradient of a repeated id overflowed {dtype}; compute in float32")
     return grad
 
 
@@ -229,6 +234,8 @@ def _logits_and_targets(logits: Any, targets: Any) -> tuple[np.ndarray, np.ndarr
 
 
 def _log_softmax(logits: np.ndarray) -> np.ndarray:
+    if logits.dtype == np.float16:  # a sum of 65,504 or more exponentials (a 70k vocabulary) overflows float16
+        return _log_softmax(logits.astype(np.float32))
     with np.errstate(over="ignore"):
         shifted = logits - logits.max(axis=-1, keepdims=True)  # the largest score becomes 0: exp cannot overflow
     if not np.isfinite(shifted).all():
@@ -302,9 +309,15 @@ def cross_entropy_backward(grad_loss: float, logits: ArrayLike, targets: ArrayLi
     """
     grad_loss = check_real_scalar(grad_loss, "grad_loss")
     logits, targets = _logits_and_targets(logits, targets)
-    grad = np.exp(_log_softmax(logits))  # p
+    grad = np.exp(_log_softmax(logits))  # p, in float32 for float16 logits
     np.put_along_axis(grad, targets[..., None], np.take_along_axis(grad, targets[..., None], axis=-1) - 1, axis=-1)
-    return grad * (grad_loss / targets.size)
+    with np.errstate(over="ignore"):
+        grad = (grad * (grad_loss / targets.size)).astype(logits.dtype, copy=False)
+    if not np.isfinite(grad).all():
+        raise ValueError(
+            f"grad_loss={grad_loss:g} times the gradient overflows {logits.dtype}; use a smaller loss scale"
+        )
+    return grad
 
 
 def _named(tree: Any, name: str, *, read_only: bool = False) -> dict[str, np.ndarray]:
@@ -374,6 +387,7 @@ class Adam:
         self.t = 0
         self._m: dict[str, np.ndarray] = {}
         self._v: dict[str, np.ndarray] = {}
+        self._params: dict[str, np.ndarray] | None = None  # the arrays of the first step: the same ever after
 
     def step(self, params: Any, grads: Any) -> None:
         """Take one step: update every array of ``params`` in place from the same-named array of ``grads``.
@@ -423,6 +437,7 @@ class Adam:
                 raise ValueError(f"parameter {name} must be a float array to be updated; got dtype {weight.dtype}")
             if not weight.flags.writeable:
                 raise ValueError(f"parameter {name} is read-only; Adam updates the model's own arrays in place")
+            check_all_finite(weight, f"parameter {name}")  # a NaN weight would stay NaN, stepped or not
             if grad.dtype == np.bool_ or grad.dtype.kind not in "iuf":
                 raise ValueError(f"the gradient of {name} must be an array of real numbers; got dtype {grad.dtype}")
             with np.errstate(over="ignore", invalid="ignore"):
@@ -432,22 +447,40 @@ class Adam:
                     f"the gradient of {name} is not finite (or its square overflows {weight.dtype}) at step "
                     f"{self.t + 1}: the loss diverged; lower the learning rate"
                 )
-        self.t += 1
+        if self._params is not None and any(weights[name] is not self._params[name] for name in weights):
+            changed = next(name for name in weights if weights[name] is not self._params[name])
+            raise ValueError(
+                f"params[{changed!r}] is not the array this Adam stepped before: its moments belong to another "
+                "model (or a copy); use one Adam per model"
+            )
+        t = self.t + 1
         beta1, beta2 = self.betas
+        steps = {}  # every parameter's new moments and values, kept until all are known to be finite
         for name, weight in weights.items():
-            m = self._m.setdefault(name, np.zeros(weight.shape, dtype=_state_dtype(weight)))
-            v = self._v.setdefault(name, np.zeros(weight.shape, dtype=_state_dtype(weight)))
+            zeros = np.zeros(weight.shape, dtype=_state_dtype(weight)) if name not in self._m else None
+            m, v = (self._m[name], self._v[name]) if zeros is None else (zeros, zeros)
             grad = gradients[name]
             if m.dtype != weight.dtype:  # float16 parameters: the gradient's square in float32, not rounded to 0
                 grad = grad.astype(m.dtype)
-            m *= beta1
-            m += (1 - beta1) * grad  # running mean of the gradient
-            v *= beta2
-            v += (1 - beta2) * grad * grad  # running mean of its square
-            m_hat = m / (1 - beta1**self.t)  # both start at 0: undo that bias
-            v_hat = v / (1 - beta2**self.t)
+            m = m * beta1 + (1 - beta1) * grad  # running mean of the gradient
+            v = v * beta2 + (1 - beta2) * grad * grad  # running mean of its square
+            m_hat = m / (1 - beta1**t)  # both start at 0: undo that bias
+            v_hat = v / (1 - beta2**t)
             update = self.lr * m_hat / (np.sqrt(v_hat) + self.eps)
-            weight -= update if update.dtype == weight.dtype else update.astype(weight.dtype)
+            with np.errstate(over="ignore", invalid="ignore"):
+                new = weight - (update if update.dtype == weight.dtype else update.astype(weight.dtype))
+            if not np.isfinite(new).all():
+                raise ValueError(
+                    f"step {t} would make parameter {name} overflow {weight.dtype} (largest step "
+                    f"{float(np.abs(update).max()):.3g}); lower the learning rate. Nothing was updated"
+                )
+            steps[name] = (m, v, new)
+        self.t = t
+        for name, (m, v, new) in steps.items():
+            self._m[name], self._v[name] = m, v
+            weights[name][...] = new  # in place: the model's own array
+        if self._params is None:
+            self._params = weights
 
 
 def _state_dtype(weight: np.ndarray) -> np.dtype:

@@ -117,6 +117,14 @@ class ViTParams(_Container):
         Reads the class token's final state.
     patch_size : int
         p.
+    image_size : (int, int), optional
+        The (height, width) the model was trained on. Other sizes can make
+        as many patches (16x4 and 8x8 both make 16 of 2x2), but lay the
+        position table over another grid: given, :func:`vit_forward`
+        refuses them.
+    num_heads : int, optional
+        The heads per block the model was trained with; given,
+        :func:`vit_forward` refuses another count.
 
     Raises
     ------
@@ -136,6 +144,8 @@ class ViTParams(_Container):
     final_norm: LayerNormParams
     head: Linear
     patch_size: int
+    image_size: tuple[int, int] | None = None
+    num_heads: int | None = None
 
     def __post_init__(self) -> None:
         self._require("patch", Linear)
@@ -167,6 +177,22 @@ class ViTParams(_Container):
                 f"the patch embedding reads {self.patch.d_in} values per patch, which is not channels * "
                 f"patch_size**2 for patch_size={self.patch_size}"
             )
+        if self.image_size is not None:
+            size = self.image_size
+            if not isinstance(size, (tuple, list)) or len(size) != 2:
+                raise ValueError(f"image_size must be a (height, width) pair; got {size!r}")
+            height, width = (check_positive_int(n, "image_size", at_most=2**16) for n in size)
+            p = self.patch_size
+            if height % p or width % p or (height // p) * (width // p) != self.num_patches:
+                raise ValueError(
+                    f"image_size {height}x{width} in {p}x{p} patches does not make the position table's "
+                    f"{self.num_patches} patches"
+                )
+            _set(self, "image_size", (height, width))
+        if self.num_heads is not None:
+            _set(self, "num_heads", check_positive_int(self.num_heads, "num_heads", at_most=D))
+            if D % self.num_heads:
+                raise ValueError(f"num_heads={self.num_heads} must divide the width D={D}")
 
     @property
     def num_patches(self) -> int:
@@ -207,8 +233,9 @@ def vit_forward(
     ------
     ValueError
         If the images do not have 4 axes, the patch embedding does not fit
-        their channels, or they make a different number of patches than the
-        position table has.
+        their channels, they make a different number of patches than the
+        position table has, or their size or ``num_heads`` differs from what
+        ``params`` records.
 
     Notes
     -----
@@ -231,8 +258,15 @@ def vit_forward(
             f"the position table is for {params.num_patches} patches; images of {images.shape[2]}x{images.shape[3]} "
             f"with p={params.patch_size} give {patches.shape[1]}"
         )
+    if params.image_size is not None and images.shape[2:] != params.image_size:
+        raise ValueError(
+            f"the model was trained on {params.image_size[0]}x{params.image_size[1]} images; got "
+            f"{images.shape[2]}x{images.shape[3]}, whose patches would meet the position table on another grid"
+        )
     B, T = images.shape[0], params.num_patches + 1
     heads = check_positive_int(num_heads, "num_heads")
+    if params.num_heads is not None and heads != params.num_heads:
+        raise ValueError(f"the model was trained with num_heads={params.num_heads}; got num_heads={heads}")
     if B * heads * T * T > 2**28:
         raise ValueError(
             f"{B} images of {T} tokens with {heads} heads need {B * heads * T * T:,} attention weights per block, "

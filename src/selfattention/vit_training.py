@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ._validation import check_nonnegative_int, check_positive_int, check_real_scalar
+from ._validation import as_array, check_nonnegative_int, check_positive_int, check_real_scalar
 from .vision_modules import TinyViT
 
 __all__ = [
@@ -99,9 +99,9 @@ def split_validation(
 
     Parameters
     ----------
-    x : numpy.ndarray, shape (N, ...)
+    x : array_like, shape (N, ...)
         The training images (or any rows).
-    y : numpy.ndarray of int, shape (N,)
+    y : array_like of int, shape (N,)
         Their labels; each class keeps its share on both sides.
     fraction : float, default ``VALIDATION_FRACTION``
         The share held out, strictly between 0 and 1.
@@ -124,11 +124,13 @@ def split_validation(
     -----
     See chapter 12.
     """
-    if not isinstance(x, np.ndarray) or x.ndim < 1:
-        raise ValueError(f"x must be an array of rows; got {type(x).__name__}")
-    if not isinstance(y, np.ndarray) or y.shape != (len(x),) or not np.issubdtype(y.dtype, np.integer):
-        got = f"{y.dtype} array of shape {y.shape}" if isinstance(y, np.ndarray) else type(y).__name__
-        raise ValueError(f"y must be an integer array of {len(x)} labels, one per row of x; got {got}")
+    x, y = as_array(x, "x"), as_array(y, "y")  # NumPy arrays, tensors and nested lists alike
+    if x.ndim < 1:
+        raise ValueError(f"x must be an array of rows; got a scalar {x!r}")
+    if y.shape != (len(x),) or not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(
+            f"y must be an integer array of {len(x)} labels, one per row of x; got {y.dtype} array of shape {y.shape}"
+        )
     fraction = check_real_scalar(fraction, "fraction", positive=True)
     if not fraction < 1:
         raise ValueError(f"fraction must be strictly between 0 and 1; got {fraction}")
@@ -150,12 +152,16 @@ def split_validation(
 
 def _images_and_labels(x: Any, y: Any, name: str, model: nn.Module) -> tuple[torch.Tensor, torch.Tensor]:
     dtype = next(model.parameters()).dtype
-    if not isinstance(x, np.ndarray) or x.ndim != 4 or not np.issubdtype(x.dtype, np.floating):
-        got = f"{x.dtype} array of shape {x.shape}" if isinstance(x, np.ndarray) else type(x).__name__
-        raise ValueError(f"x_{name} must be a float array of images (N, C, H, W); got {got}")
-    if not isinstance(y, np.ndarray) or y.shape != (len(x),) or not np.issubdtype(y.dtype, np.integer):
-        got = f"{y.dtype} array of shape {y.shape}" if isinstance(y, np.ndarray) else type(y).__name__
-        raise ValueError(f"y_{name} must be an integer array of {len(x)} labels, one per image; got {got}")
+    x, y = as_array(x, f"x_{name}"), as_array(y, f"y_{name}")  # NumPy arrays, tensors and nested lists alike
+    if x.ndim != 4 or not np.issubdtype(x.dtype, np.floating):
+        raise ValueError(
+            f"x_{name} must be a float array of images (N, C, H, W); got {x.dtype} array of shape {x.shape}"
+        )
+    if y.ndim != 1 or len(y) != len(x) or not np.issubdtype(y.dtype, np.integer):
+        raise ValueError(
+            f"y_{name} must be an integer array of {len(x)} labels, one per image; got {y.dtype} array of shape "
+            f"{y.shape}"
+        )
     if len(x) == 0:
         raise ValueError(f"x_{name} holds no images")
     expected = (model.channels, model.image_size, model.image_size)
@@ -166,6 +172,7 @@ def _images_and_labels(x: Any, y: Any, name: str, model: nn.Module) -> tuple[tor
     classes = model.head.out_features
     if y.min() < 0 or y.max() >= classes:
         raise ValueError(f"y_{name} must hold class labels in [0, {classes}); got {y.min()} to {y.max()}")
+    x = np.ascontiguousarray(x, dtype=x.dtype.newbyteorder("="))  # torch reads only the machine's byte order
     return torch.from_numpy(x).to(dtype), torch.from_numpy(y.astype(np.int64))
 
 
@@ -194,12 +201,12 @@ def train_tiny_vit(
     ----------
     model : TinyViT
         Trained in its own dtype and left in eval mode.
-    x_train : numpy.ndarray, shape (N, C, H, W)
-    y_train : numpy.ndarray of int, shape (N,)
+    x_train : array_like, shape (N, C, H, W)
+    y_train : array_like of int, shape (N,)
     epochs, seed, batch_size : int
     lr : float
         The peak learning rate.
-    x_test, y_test : numpy.ndarray, optional
+    x_test, y_test : array_like, optional
         A held-out set to watch: both or neither.
 
     Returns

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .._validation import as_array, check_positive_int
+from .._validation import as_array, check_positive_int, precision_of
 
 CaseList = list[tuple[str, tuple[Any, ...]]]  # [(description, arguments)]
 Compare = Callable[[Any, Any], "str | None"]  # (answer, expected) -> what is wrong, or None
@@ -305,7 +305,8 @@ def _compare_array(got: Any, expected: np.ndarray, name: str, nan_hint: str = SO
         return f"the {name} should be an array of numbers; got {type(got).__name__}"
     if answer.shape != expected.shape:
         return f"the {name} should have shape {expected.shape}; got {answer.shape}"
-    low_precision, half = answer.dtype in (np.float32, np.float16), answer.dtype == np.float16
+    _, precision = precision_of(got)  # before the conversion, which reads bfloat16 as float32
+    low_precision, half = answer.dtype in (np.float32, np.float16), precision in ("float16", "bfloat16")
     answer = answer.astype(np.float64)
     if not np.isfinite(answer).all():
         return f"the {name} {'contain' if plural else 'contains'} NaN or inf: {nan_hint}"
@@ -326,8 +327,11 @@ def _compare_array(got: Any, expected: np.ndarray, name: str, nan_hint: str = SO
                 f" (your largest entry is {largest:.3g}, the reference's {reference:.3g}: is a division, "
                 "normalisation or scale missing?)"
             )
-        if half:  # float16 keeps about 3 significant digits, too few for the float32 tolerance
-            problem += " (your answer is float16, which keeps only about 3 significant digits; compute in float32)"
+        if half:  # float16 keeps about 3 significant digits, bfloat16 about 2: too few for the float32 tolerance
+            digits = "3" if precision == "float16" else "2"
+            problem += (
+                f" (your answer is {precision}, which keeps only about {digits} significant digits; compute in float32)"
+            )
         return problem
     return None
 

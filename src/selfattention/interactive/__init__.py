@@ -30,7 +30,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validation import as_float_array, check_all_finite, check_positive_int, precision_of, row_sum_tolerance
+from .._validation import (
+    as_float_array,
+    check_all_finite,
+    check_nonnegative_int,
+    check_positive_int,
+    precision_of,
+    row_sum_tolerance,
+)
 from ..efficient import online_softmax_update
 from ..masks import causal_mask, padding_mask, sliding_window_mask
 from ..plotting._common import check_drawable
@@ -74,6 +81,11 @@ def _json(value: Any) -> str:
         text = json.dumps(value, separators=(",", ":"), allow_nan=False)
     except ValueError:
         raise ValueError("the figure's data must be finite numbers; got NaN or an infinity") from None
+    except TypeError as exc:  # a NumPy number or array, a set, a tuple key: JSON has none of them
+        raise ValueError(
+            f"the figure's data must be JSON: dicts with str keys, lists, str, int, float, bool and None ({exc}); "
+            "convert NumPy values with .tolist() or float()"
+        ) from None
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -115,6 +127,11 @@ class InteractiveFigure:
                 raise ValueError(f"{name} must be a dict; got {type(getattr(self, name)).__name__}")
         if not isinstance(self.fallback_png, bytes) or not self.fallback_png.startswith(b"\x89PNG"):
             raise ValueError("fallback_png must be the bytes of a PNG image")
+        for name in ("data", "expected"):
+            try:
+                _json(getattr(self, name))  # refused now, not when the figure is first displayed
+            except ValueError as exc:
+                raise ValueError(f"{name}: {exc}") from None
 
     def html(self) -> str:
         """The whole figure as one self-contained HTML fragment."""
@@ -243,18 +260,25 @@ def attention_explorer(
             f"the texts hold {values:,} weights; an explorer embeds at most {MAX_EXPLORER_VALUES:,} in its page "
             "(use fewer or shorter texts)"
         )
+    # 0-d arrays and tensors are integers too (the package's scalar policy)
+    layer, head = check_nonnegative_int(layer, "layer"), check_nonnegative_int(head, "head")
     for name, value, stop in (("layer", layer, L), ("head", head, H)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 0 <= value < stop:
+        if not value < stop:
             raise ValueError(f"{name} must be an integer in [0, {stop}); got {value!r}")
     rows = []
+    if isinstance(probes, np.ndarray) and probes.ndim == 2:
+        probes = probes.tolist()  # an array of (text, layer, head, query) rows
     if isinstance(probes, (str, bytes)) or not isinstance(probes, Sequence):
         raise ValueError(f"probes must be a list of (text, layer, head, query); got {type(probes).__name__}")
     for probe in probes:
-        if not isinstance(probe, (tuple, list)) or len(probe) != 4:
+        if not isinstance(probe, (tuple, list, np.ndarray)) or len(probe) != 4:
             raise ValueError(f"each probe must be a (text, layer, head, query) quadruple; got {probe!r}")
-        if not all(isinstance(i, (int, np.integer)) and not isinstance(i, (bool, np.bool_)) for i in probe):
-            raise ValueError(f"each probe must hold four integers (text, layer, head, query); got {tuple(probe)!r}")
-        n, p_layer, p_head, query = (int(i) for i in probe)
+        try:
+            n, p_layer, p_head, query = (check_nonnegative_int(i, "a probe's entry") for i in probe)
+        except ValueError:
+            raise ValueError(
+                f"each probe must hold four non-negative integers (text, layer, head, query); got {tuple(probe)!r}"
+            ) from None
         T = len(entries[n][1]) if 0 <= n < len(entries) else -1
         if T < 0 or not (0 <= p_layer < L and 0 <= p_head < H and 0 <= query < T):
             raise ValueError(
@@ -340,6 +364,9 @@ def softmax_stepper(
         )
     check_all_finite(s, "scores")
     check_all_finite(v, "values")
+    for name, array in (("scores", s), ("values", v)):
+        if np.abs(array).max() > 1e150:  # the figure's axes span max - min, which would overflow float64
+            raise ValueError(f"{name} must lie within ±1e150 to be drawn; got up to {np.abs(array).max():.3g}")
     block_size = check_positive_int(block_size, "block_size", at_most=s.size)
     m, total, out = np.full((1, 1), -np.inf), np.zeros((1, 1)), np.zeros((1, v.shape[1]))
     steps = []
@@ -421,6 +448,8 @@ def mask_builder(
     _check_text(title, "title")
     _check_text(alt, "alt")
     T = check_positive_int(T, "T", at_most=16)
+    windows = windows.tolist() if isinstance(windows, np.ndarray) and windows.ndim == 1 else windows
+    lengths = lengths.tolist() if isinstance(lengths, np.ndarray) and lengths.ndim == 1 else lengths
     for name, value in (("windows", windows), ("lengths", lengths)):
         if value is not None and (isinstance(value, (str, bytes)) or not isinstance(value, Sequence)):
             raise ValueError(f"{name} must be a sequence of integers; got {type(value).__name__}")

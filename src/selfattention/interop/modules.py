@@ -222,4 +222,6 @@ def tiny_vit_params(module: Any) -> ViTParams:
         final_norm=LayerNormParams(state["norm.weight"], state["norm.bias"]),
         head=linear_from_torch(state["head.weight"], state["head.bias"]),
         patch_size=module.patch_size,
+        image_size=(module.image_size, module.image_size),
+        num_heads=module.num_heads,
     )

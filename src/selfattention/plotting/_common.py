@@ -31,6 +31,10 @@ def pyplot() -> ModuleType:
     return plt
 
 
+#: The most cells :func:`heatmap` writes a number in (a 32 x 32 matrix).
+MAX_ANNOTATED_CELLS = 1024
+
+
 def heatmap(
     ax: Axes,
     data: np.ndarray,
@@ -83,6 +87,11 @@ def heatmap(
     if title is not None:
         ax.set_title(title)
     if annotate is not None:
+        if data.size > MAX_ANNOTATED_CELLS:  # one text per cell: thousands are unreadable and take a minute
+            raise ValueError(
+                f"a heatmap writes its number in at most {MAX_ANNOTATED_CELLS:,} cells; this one has {data.size:,} "
+                f"(shape {data.shape}): turn the numbers off or show fewer rows"
+            )
         threshold = 0.6 * data.max()
         for (i, j), value in np.ndenumerate(data):
             colour = "black" if value > threshold else "white"

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .._validation import check_bool, check_choice, check_head_split, check_positive_int
+from .._validation import check_bool, check_choice, check_head_split, check_positive_int, check_real_scalar
 from ._common import as_plottable, axes_for, check_drawable, check_text, heatmap, is_index, pyplot
 
 if TYPE_CHECKING:
@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["plot_head_split", "plot_encoder_block", "plot_block_traversal", "plot_roofline"]
+
+
+#: The most panels a diagram draws side by side (steps of a traversal, heads of a split).
+MAX_PANELS = 16
 
 
 def plot_head_split(
@@ -63,6 +67,8 @@ def plot_head_split(
     T, D = q.shape
     Dh = check_head_split(D, num_heads)
     H = D // Dh
+    if H > MAX_PANELS:
+        raise ValueError(f"the figure draws one panel per head, at most {MAX_PANELS}; got num_heads={H}")
     check_text(title, "title")
     plt = pyplot()
     limit = float(np.abs(q).max()) or 1.0
@@ -216,6 +222,8 @@ def plot_block_traversal(num_blocks: int, steps: Sequence[int] | None = None) ->
     for step in steps:
         if not is_index(step, n * n):
             raise ValueError(f"steps must be integers in [0, {last}]; got {step!r}")
+    if len(steps) > MAX_PANELS:  # each step is a panel 3.3 inches wide: hundreds would take minutes to draw
+        raise ValueError(f"a figure draws at most {MAX_PANELS} steps side by side; got {len(steps)}")
     plt = pyplot()
     from matplotlib.colors import ListedColormap
 
@@ -237,6 +245,19 @@ def plot_block_traversal(num_blocks: int, steps: Sequence[int] | None = None) ->
     fig.suptitle("Blocked attention holds one (block, block) tile of the (T, S) scores at a time")
     fig.tight_layout(rect=(0, 0.12, 1, 1))
     return fig
+
+
+#: The range of numbers a roofline draws on its log axes: rates and intensities of any real machine.
+_ROOFLINE_RANGE = (1e-9, 1e9)
+
+
+def _drawable_rate(value: Any, name: str) -> float:
+    """A positive real number (NumPy's and Decimal too, not bool) within what a log axis can draw."""
+    number = check_real_scalar(value, name, positive=True)
+    low, high = _ROOFLINE_RANGE
+    if not low <= number <= high:
+        raise ValueError(f"{name} must lie between {low:g} and {high:g} to be drawn; got {number:.3g}")
+    return number
 
 
 def plot_roofline(
@@ -278,22 +299,24 @@ def plot_roofline(
     -----
     See chapter 7 and :cite:`williams2009roofline`.
     """
-    from .._validation import check_real_scalar
-
-    peak = check_real_scalar(peak_gflops, "peak_gflops", positive=True)
-    bandwidth = check_real_scalar(bandwidth_gbytes, "bandwidth_gbytes", positive=True)
+    peak = _drawable_rate(peak_gflops, "peak_gflops")
+    bandwidth = _drawable_rate(bandwidth_gbytes, "bandwidth_gbytes")
     check_text(title, "title")
     if not isinstance(points, dict) or not points:
         raise ValueError(f"points must be a non-empty dict of name -> (flops per byte, GFLOP/s); got {points!r:.80}")
     for name, pair in points.items():
         if isinstance(name, str):
             check_drawable(name, "points' label")
-        ok = isinstance(name, str) and isinstance(pair, (tuple, list)) and len(pair) == 2
-        values = np.asarray(pair, dtype=float) if ok and all(isinstance(x, (int, float)) for x in pair) else None
-        if values is None or not np.all(np.isfinite(values)) or np.any(values <= 0):
+        if not (isinstance(name, str) and isinstance(pair, (tuple, list)) and len(pair) == 2):
             raise ValueError(
                 f"points[{name!r}] must be a pair of positive numbers (flops per byte, GFLOP/s); got {pair!r}"
             )
+        try:
+            points = {**points, name: tuple(_drawable_rate(x, "each number") for x in pair)}
+        except ValueError as exc:
+            raise ValueError(
+                f"points[{name!r}] must be a pair of positive numbers (flops per byte, GFLOP/s); got {pair!r}: {exc}"
+            ) from None
     ax = axes_for(ax, (6.4, 4.4))
     xs = np.array([p[0] for p in points.values()], dtype=float)
     lo, hi = min(xs.min(), peak / bandwidth) / 4, max(xs.max(), peak / bandwidth) * 4

@@ -10,7 +10,7 @@ image, a table of position vectors, and learning curves. Each draws on the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -25,6 +25,7 @@ from .._validation import (
     check_real_scalar,
 )
 from ._common import (
+    MAX_ANNOTATED_CELLS,
     as_plottable,
     axes_for,
     check_cmap,
@@ -114,6 +115,11 @@ def plot_attention(
     if annotate is None:
         annotate = T <= _ANNOTATE_UP_TO and S <= _ANNOTATE_UP_TO
     annotate = check_bool(annotate, "annotate")
+    if annotate and T * S > MAX_ANNOTATED_CELLS:  # refused before a figure is made
+        raise ValueError(
+            f"annotate=True writes a number in each of the {T * S:,} cells, more than {MAX_ANNOTATED_CELLS:,}; "
+            "pass annotate=False"
+        )
     ax = axes_for(ax, (1.8 + 0.9 * S, 0.8 + 0.8 * T) if annotate else (6, 5))
     scale = weight_scale(weights, cmap)
     numbers = ".3f" if annotate else None
@@ -227,6 +233,11 @@ def plot_mask(
         raise ValueError(f"mask must be a 2-D (T, S) matrix; got shape {mask.shape}")
     if mask.dtype == np.bool_:
         allowed = mask
+    elif np.issubdtype(mask.dtype, np.integer):  # as the attention functions refuse it
+        raise ValueError(
+            f"mask must be boolean (True = may attend) or floating (0 / -inf); got dtype {mask.dtype}. For a 0/1 "
+            "mask, pass mask.astype(bool)"
+        )
     else:
         mask = as_float_array(mask, "mask")
         allowed = mask == 0
@@ -522,6 +533,14 @@ def plot_position_table(
     return ax
 
 
+def _is_empty(values: Any) -> bool:
+    """True for an empty list, tuple or array: an accuracy that was never measured."""
+    try:
+        return len(values) == 0
+    except TypeError:
+        return False
+
+
 def plot_learning_curves(
     runs: Mapping[str, Mapping[str, Sequence[float]]],
     *,
@@ -537,7 +556,9 @@ def plot_learning_curves(
     runs : mapping of str to mapping
         A label per run, each with equal-length sequences ``"step"``,
         ``"loss"`` (the training batch's loss) and ``"accuracy"`` (held-out,
-        between 0 and 1), as chapter 11's training loop records them.
+        between 0 and 1), as chapter 11's training loop records them. An
+        empty ``"accuracy"`` (a run with no held-out set, as
+        :func:`~selfattention.train_tiny_vit` records it) draws the loss alone.
     title : str
         The figure title.
     chance : float, optional
@@ -577,18 +598,17 @@ def plot_learning_curves(
         check_text(label, "runs' label")
         if not isinstance(run, Mapping) or not {"step", "loss", "accuracy"} <= set(run):
             raise ValueError(f"run {label!r} must be a mapping with the keys 'step', 'loss' and 'accuracy'")
-        columns = [
-            as_plottable(run[key], f"run {label!r}'s {key}", 1, "a 1-D sequence")
-            for key in ("step", "loss", "accuracy")
-        ]
+        # an empty accuracy is a run without a held-out set (train_tiny_vit's history then): its loss alone
+        keys = ("step", "loss") if _is_empty(run["accuracy"]) else ("step", "loss", "accuracy")
+        columns = [as_plottable(run[key], f"the {key} of run {label!r}", 1, "a 1-D sequence") for key in keys]
         if len({len(c) for c in columns}) != 1:
             raise ValueError(
-                f"run {label!r}: step, loss and accuracy must have the same length; got {[len(c) for c in columns]}"
+                f"run {label!r}: its {', '.join(keys)} must have the same length; got {[len(c) for c in columns]}"
             )
-        step, loss, accuracy = columns
+        step, loss, accuracy = (*columns, None) if len(columns) == 2 else columns
         if (loss <= 0).any():
             raise ValueError(f"run {label!r}: every loss must be positive to draw on a log scale; got {loss.min():.3g}")
-        if ((accuracy < 0) | (accuracy > 1)).any():
+        if accuracy is not None and ((accuracy < 0) | (accuracy > 1)).any():
             raise ValueError(
                 f"run {label!r}: accuracy must lie between 0 and 1; got {accuracy.min():.3g} … {accuracy.max():.3g}"
             )
@@ -596,13 +616,17 @@ def plot_learning_curves(
     fig, (ax_loss, ax_acc) = pyplot().subplots(1, 2, figsize=(10, 3.6))
     for label, (step, loss, accuracy) in curves.items():
         ax_loss.plot(step, loss, label=label)
-        ax_acc.plot(step, 100 * accuracy, label=label)
+        if accuracy is not None:
+            ax_acc.plot(step, 100 * accuracy, label=label)
+    if all(accuracy is None for _, _, accuracy in curves.values()):
+        ax_acc.text(0.5, 0.5, "no held-out accuracy recorded", ha="center", va="center", transform=ax_acc.transAxes)
     if chance is not None:
         ax_loss.axhline(chance, color="grey", linestyle=":", label=f"guessing (log V = {chance:.2f})")
     ax_loss.set(yscale="log", xlabel=xlabel, ylabel="training loss", title="loss")
     ax_acc.set(xlabel=xlabel, ylabel=accuracy_label, title="accuracy", ylim=(0, 102))
     ax_loss.legend(fontsize="small")
-    ax_acc.legend(fontsize="small")
+    if ax_acc.get_legend_handles_labels()[0]:
+        ax_acc.legend(fontsize="small")
     fig.suptitle(title)
     fig.tight_layout()
     return fig
@@ -616,7 +640,7 @@ def plot_similarity(
     title: str = "Cosine similarity",
     cmap: str = "magma",
 ) -> Axes:
-    """Heatmap of an ``(N, N)`` similarity matrix, each cell annotated, rows and columns labelled.
+    """Heatmap of an ``(N, N)`` similarity matrix, each cell annotated (up to 32 rows), rows and columns labelled.
 
     Parameters
     ----------
@@ -659,9 +683,10 @@ def plot_similarity(
     check_labels(labels, N, "labels", "rows (N)")
     check_text(title, "title")
     cmap = check_cmap(cmap)
-    ax = axes_for(ax, (2.4 + 0.75 * N, 1.2 + 0.6 * N))
+    numbers = ".2f" if N * N <= MAX_ANNOTATED_CELLS else None  # past 32 rows the numbers would not be legible
+    ax = axes_for(ax, (min(2.4 + 0.75 * N, 12.0), min(1.2 + 0.6 * N, 10.0)))
     low = min(0.0, float(similarity.min()))
-    heatmap(ax, similarity, title=title, colorbar="cosine similarity", annotate=".2f", cmap=cmap, vmin=low, vmax=1.0)
+    heatmap(ax, similarity, title=title, colorbar="cosine similarity", annotate=numbers, cmap=cmap, vmin=low, vmax=1.0)
     ax.set_xticks(range(N), labels=list(labels), rotation=45, ha="right")
     ax.set_yticks(range(N), labels=list(labels))
     return ax
