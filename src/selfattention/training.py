@@ -520,8 +520,11 @@ def minibatches(
     if not arrays:
         raise ValueError("give at least one array to batch, e.g. minibatches(x, y, batch_size=32, rng=rng)")
     data = [as_array(a, f"arrays[{i}]") for i, a in enumerate(arrays)]
-    lengths = {a.shape[0] if a.ndim else None for a in data}
-    if None in lengths or len(lengths) != 1:
+    for i, a in enumerate(data):
+        if a.ndim == 0:  # a string or a dict reads as a 0-d array
+            raise ValueError(f"arrays[{i}] must have an axis of examples (axis 0); got {type(arrays[i]).__name__}")
+    lengths = {a.shape[0] for a in data}
+    if len(lengths) != 1:
         raise ValueError(f"every array must have the same number of examples along axis 0; got lengths {lengths}")
     size = check_positive_int(batch_size, "batch_size")
     drop_last = check_bool(drop_last, "drop_last")
