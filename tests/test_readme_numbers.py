@@ -1,0 +1,114 @@
+"""The README's performance section quotes the recorded run: each number it gives is computed here from
+``bench-2core.json`` and must appear in the README as written. Re-recording a section fails this test
+until the README says what the new run measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from selfattention.recorded import recorded_run
+
+README = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+SECTION = README[README.index("## Performance (`make bench`)") : README.index("## The chapters")]
+
+
+def _quotes() -> list[tuple[str, str]]:
+    """(what, the text the README must hold) for every number it quotes from the recorded run."""
+    attention, causal = recorded_run("attention"), recorded_run("causal")
+    decoding, backward, minilm = recorded_run("decoding"), recorded_run("backward"), recorded_run("minilm")
+    ratios, seconds = attention["ratios"], {(r["T"], r["implementation"]): r for r in attention["rows"]}
+    mib = {key: row["peak_extra_bytes"] / 2**20 for key, row in seconds.items() if row["peak_extra_bytes"]}
+    parts = attention["reference_breakdown"]["seconds"]
+    share = {name: parts[name] / parts["total"] for name in ("products", "exp", "rest")}
+    c, cs, cb = causal["ratios"], causal["seconds"], causal["breakdown"]["seconds"]
+    b, step = backward["ratios"], decoding["breakdown"]
+    spread = {size: backward["sizes"][size]["round_spread"]["plain_backward"] for size in ("32x1024", "8x4096")}
+    return [
+        ("commit", f"at commit {attention['measured']['commit'][:7]}"),
+        ("GEMM rate", f"float32 GEMM {attention['gemm_gflops']:.0f} GFLOP/s"),
+        ("copy rate", f"one-thread copy\n{attention['copy_gbytes_one_thread']:.1f} GB/s"),
+        ("reference / fused", f"{ratios['1024']['numpy_over_fused_time']:.2f}× ("),
+        (
+            "reference times",
+            f"{seconds[1024, 'numpy']['seconds']:.3f} s against {seconds[1024, 'torch_flash']['seconds']:.3f} s",
+        ),
+        (
+            "split reference / fused",
+            f"split over the two cores, {ratios['1024']['numpy_threads_over_fused_time']:.2f}×",
+        ),
+        ("blocked one call", f"one call {c['efficient_over_fused_time']:.2f}× (missed)"),
+        ("blocked split", f"`split_over_threads`) {c['threads_over_fused_time']:.3f}×"),
+        (
+            "block sweep noise",
+            f"took {causal['block_sweep_threads_seconds']['noncausal']['512'] / cs['threads_noncausal'] - 1:.0%} more time",
+        ),
+        ("B·H = 32", f"at B·H = 32, {ratios['4096']['efficient_threads_over_fused_time']:.2f}×"),
+        ("causal one call", f"one call {c['efficient_causal_over_fused_causal_time']:.2f}×; split"),
+        ("causal split", f"split over the cores {c['threads_causal_over_fused_causal_time']:.2f}× |"),
+        (
+            "memory share",
+            f"| {ratios['8192']['efficient_over_numpy_memory']:.1%} ({mib[8192, 'efficient']:,.0f} MiB against {mib[8192, 'numpy']:,.0f} MiB)",
+        ),
+        (
+            "math path",
+            f"{ratios['4096']['math_over_fused_time']:.2f}× the time; {mib[4096, 'torch_math']:,.0f} MiB against {mib[4096, 'torch_flash']:.0f} MiB",
+        ),
+        ("causal / noncausal", f"{c['causal_over_noncausal_time']:.3f}×"),
+        ("fused causal / noncausal", f"took {c['fused_causal_over_noncausal_time']:.2f}× of its own"),
+        (
+            "KV cache",
+            f"{decoding['ratios']['recomputed_over_cached_time']:.0f}× ({decoding['cached_seconds'] * 1e3:.2f} ms against {decoding['recomputed_seconds'] * 1e3:.0f} ms)",
+        ),
+        (
+            "backward memory",
+            f"{b['8x4096']['efficient_step_over_plain_step_memory']:.1%}; and {b['8x4096']['efficient_step_over_plain_step']:.2f}× its time",
+        ),
+        (
+            "backward / fused",
+            f"{b['8x4096']['efficient_step_over_fused']:.2f}× as one call, {b['8x4096']['efficient_step_split_over_fused']:.2f}× split",
+        ),
+        (
+            "MiniLM",
+            f"{minilm['ratios']['numpy_over_torch_time']:.2f}× ({minilm['seconds']['numpy'] * 1e3:.1f} ms against {minilm['seconds']['torch'] * 1e3:.1f} ms; transformers {minilm['transformers']}",
+        ),
+        ("breakdown total", f"({parts['total']:.3f} s in all, against {seconds[1024, 'numpy']['seconds']:.3f} s"),
+        (
+            "breakdown shares",
+            f"spends {share['products']:.0%} of\nits time in its two matrix products, {share['exp']:.0%} in `exp` and {share['rest']:.0%} in the rest",
+        ),
+        (
+            "floor",
+            f"{(share['products'] + share['exp']) * ratios['1024']['numpy_over_fused_time']:.2f}× the fused kernel's time",
+        ),
+        (
+            "tile products",
+            f"spends {cb['products']:.2f} s\nin its two matrix products ({causal['breakdown']['products_gflops']:.0f} GFLOP/s",
+        ),
+        ("fused call", f"whole call ({cs['fused_noncausal']:.2f} s), and {cb['exp']:.2f} s in `exp`"),
+        ("exp per score", f"({causal['breakdown']['exp_ns_per_score']:.1f} ns per score"),
+        (
+            "split reference",
+            f"({seconds[4096, 'numpy_threads']['seconds'] / seconds[4096, 'numpy']['seconds']:.2f}× one call's time) and holds {mib[4096, 'numpy_threads'] / mib[4096, 'numpy']:.2f}×",
+        ),
+        (
+            "backwards",
+            f"it took {b['32x1024']['efficient_backward_over_plain_backward']:.2f}× the plain\nbackward's time at T = 1024 and {b['8x4096']['efficient_backward_over_plain_backward']:.2f}× at T = 4096",
+        ),
+        ("backward spread", f"varied by {spread['32x1024']:.1f}× and {spread['8x4096']:.1f}×"),
+        (
+            "recomputed attention",
+            f"spends {step['recomputed']['shares']['attention (scores, softmax, P V)']:.0%}\nof its recomputed time",
+        ),
+        (
+            "cached parts",
+            f"spends {step['cached']['shares']['attention (scores, softmax, P V)']:.0%} there and {step['cached']['shares']['attention' + chr(39) + 's argument checks']:.0%} in the attention's argument checks",
+        ),
+        ("tiny widths", f"takes {decoding['ratios']['tiny_over_cached_time']:.0%} of the real one's time"),
+    ]
+
+
+@pytest.mark.parametrize(("what", "text"), _quotes(), ids=[what for what, _ in _quotes()])
+def test_the_readme_quotes_the_recorded_run(what, text):
+    assert " ".join(text.split()) in " ".join(SECTION.split()), f"README's {what}: expected {text!r}"
