@@ -120,11 +120,11 @@ class ViTParams(_Container):
     image_size : (int, int), optional
         The (height, width) the model was trained on. Other sizes can make
         as many patches (16x4 and 8x8 both make 16 of 2x2), but lay the
-        position table over another grid: given, :func:`vit_forward`
+        position table over another grid: given, :func:`~selfattention.vit_forward`
         refuses them.
     num_heads : int, optional
         The heads per block the model was trained with; given,
-        :func:`vit_forward` refuses another count.
+        :func:`~selfattention.vit_forward` refuses another count.
 
     Raises
     ------

@@ -558,7 +558,7 @@ def plot_learning_curves(
         ``"loss"`` (the training batch's loss) and ``"accuracy"`` (held-out,
         between 0 and 1), as chapter 11's training loop records them. An
         empty ``"accuracy"`` (a run with no held-out set, as
-        :func:`~selfattention.train_tiny_vit` records it) draws the loss alone.
+        :func:`~selfattention.vit_training.train_tiny_vit` records it) draws the loss alone.
     title : str
         The figure title.
     chance : float, optional
