@@ -3,8 +3,9 @@
 The decoder of chapter 9 (vocabulary 256, width 256, 8 query and 2 key/value heads, 4 blocks, feed-forward
 1024), at a context of 1024: the best time of one generated token with the cache, and recomputing the
 whole text. With the cached step, in the same interleaved rounds, the same cached step of a decoder with
-the same layers and heads but tiny widths (every product then costs almost nothing): its time is the
-per-call overhead of the Python and the argument checks that every step pays whatever the model's size.
+the same layers and heads but tiny widths (every product then costs almost nothing): its time is at most
+the per-call overhead that does not depend on the widths (the attention's argument checks, which read the
+whole cache, do).
 A cached step takes milliseconds, so it gets CACHED_ROUNDS_PER_REPEAT times as many rounds as the
 recomputed one (each appends its token: the context grows by that many, 50 at the default 5 repeats).
 

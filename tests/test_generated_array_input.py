@@ -185,9 +185,6 @@ BAD_DTYPES = {"an unknown name": "no-such-dtype", "a complex dtype": np.complex6
 #: Bad values that are good for one parameter, and why.
 ACCEPTED = {
     ("minibatches", "arrays", "a complex array"): "it only shuffles rows: any dtype is data",
-    # the pair becomes a LayerNormParams, whose ValueError names its weight and bias ("bias must have the
-    # weight's shape (D,) = (2,); got (1,)"), not final_norm
-    ("encoder_stack", "final_norm", "a ragged list"): "refused by LayerNormParams, which names weight and bias",
 }
 
 

@@ -416,6 +416,33 @@ def test_another_pooling_is_refused(copy_of_model):
 
 
 @pytest.mark.parametrize(
+    ("change", "shown"),
+    [
+        (lambda modules: modules[:2], "'sentence_transformers.models.Pooling'\\]"),  # Normalize removed
+        (
+            lambda modules: [
+                *modules,
+                {"idx": 3, "name": "3", "path": "3_Dense", "type": "sentence_transformers.models.Dense"},
+            ],
+            "Dense",
+        ),
+        (lambda modules: [modules[0], modules[2], modules[1]], "Normalize', 'sentence_transformers.models.Pooling"),
+        (lambda modules: {"not": "a list"}, "'not': 'a list'"),
+    ],
+    ids=["no Normalize", "a Dense layer", "reordered", "not a list"],
+)
+def test_a_pipeline_that_encode_does_not_compute_is_refused(copy_of_model, change, shown):
+    """sentence-transformers runs modules.json's steps; without Normalize it returns vectors of length 6.02."""
+    modules = copy_of_model / "modules.json"
+    modules.write_text(json.dumps(change(json.loads(modules.read_text()))))
+    with pytest.raises(ValueError, match=rf"modules.json lists the pipeline .*{shown}.*MiniLM.encode computes"):
+        sa.load_minilm(copy_of_model)
+    modules.write_text("[1, 2")
+    with pytest.raises(ValueError, match=r"modules.json is not valid JSON"):
+        sa.load_minilm(copy_of_model)
+
+
+@pytest.mark.parametrize(
     ("kwargs", "message"),
     [
         ({"dtype": np.float16}, "dtype must be float32 or float64; got float16"),

@@ -453,7 +453,10 @@ def encoder_stack(
         if not isinstance(params, EncoderParams):
             raise ValueError(f"layers[{index}] must be an EncoderParams; got {type(params).__name__}")
     if isinstance(final_norm, (tuple, list)) and len(final_norm) == 2:
-        final_norm = LayerNormParams(*final_norm)
+        try:
+            final_norm = LayerNormParams(*final_norm)
+        except ValueError as exc:
+            raise ValueError(f"final_norm must be a (weight, bias) pair of LayerNorm parameters: {exc}") from None
     if final_norm is not None and not isinstance(final_norm, LayerNormParams):
         raise ValueError(
             f"final_norm must be a LayerNormParams, a (weight, bias) pair or None; got {type(final_norm).__name__}"

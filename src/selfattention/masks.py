@@ -120,8 +120,9 @@ def sliding_window_mask(T: int, window: int, S: int | None = None, dtype: DTypeL
 
         0 \le p - j < \text{window}.
 
-    With ``window >= S`` it is the causal mask. Mistral 7B uses a window of
-    4096; a KV cache then needs only the last ``window`` keys and values.
+    With ``window >= S`` it is the causal mask. Mistral 7B v0.1 uses a
+    window of 4096; a KV cache then needs only the last ``window`` keys and
+    values.
 
     Parameters
     ----------
@@ -148,7 +149,9 @@ def sliding_window_mask(T: int, window: int, S: int | None = None, dtype: DTypeL
 
     Notes
     -----
-    See chapter 9 (sliding windows) and :cite:`beltagy2020longformer`.
+    See chapter 9 (sliding windows), :cite:`child2019generating` (local
+    attention) and :cite:`jiang2023mistral` (this one-sided window with a
+    rolling-buffer cache; Longformer's windows are two-sided).
     """
     T = check_positive_int(T, "T", at_most=2**20)
     S = T if S is None else check_positive_int(S, "S", at_most=2**20)

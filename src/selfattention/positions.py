@@ -116,9 +116,10 @@ def sinusoidal_positions(T: int, D: int, base: float = 10000.0, *, interleaved: 
     interleaved : bool, default True
         True: the paper's layout, sine and cosine of each frequency in
         adjacent columns ``(2i, 2i+1)``. False: all sines, then all cosines
-        (``[sin | cos]``), the layout of several libraries (tensor2tensor,
-        Hugging Face's Marian). The two hold the same numbers, with the
-        columns in a different fixed order.
+        (``[sin | cos]``), the layout of Hugging Face's Marian models. The
+        two hold the same numbers, with the columns in a different fixed
+        order. (tensor2tensor also puts the sines first, but spaces its
+        frequencies as ``10000 ** (-i / (D/2 - 1))``, so its numbers differ.)
 
     Returns
     -------

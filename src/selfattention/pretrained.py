@@ -670,6 +670,43 @@ def _check_pooling(path: Path) -> None:
         raise ValueError(f"{pooling} asks for the pooling {sorted(modes)}; MiniLM.encode computes the mean only")
 
 
+#: The sentence-transformers pipeline that :meth:`MiniLM.encode` computes, module by module (``modules.json``).
+PIPELINE = (
+    "sentence_transformers.models.Transformer",
+    "sentence_transformers.models.Pooling",
+    "sentence_transformers.models.Normalize",
+)
+
+
+def _check_pipeline(path: Path) -> None:
+    """If the directory is a sentence-transformers model, its pipeline must be the one encode computes.
+
+    ``modules.json`` lists the steps sentence-transformers runs after the
+    transformer. :meth:`MiniLM.encode` runs exactly these: the encoder, the
+    mean over the real tokens, and scaling to length 1. A pipeline without
+    the Normalize step returns vectors of other lengths, one with a Dense
+    layer other vectors altogether: both are refused rather than computed
+    wrongly.
+    """
+    modules = path / "modules.json"
+    if modules.is_file():
+        try:
+            listed = json.loads(modules.read_text(encoding="utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{modules} is not valid JSON in UTF-8: {exc}") from None
+        types = (
+            tuple(m.get("type") for m in listed)
+            if isinstance(listed, list) and all(isinstance(m, dict) for m in listed)
+            else None
+        )
+        if types != PIPELINE:
+            raise ValueError(
+                f"{modules} lists the pipeline {list(types) if types else listed!r}; MiniLM.encode computes "
+                f"{list(PIPELINE)} (the encoder, the mean over the tokens, length 1) and nothing else"
+            )
+    _check_pooling(path)
+
+
 def load_minilm(
     path: str | Path | None = None, *, dtype: DTypeLike = np.float32, sha256: str | None = MINILM_SHA256
 ) -> MiniLM:
@@ -697,8 +734,10 @@ def load_minilm(
         If the directory or a file is missing (names the path and the package to install).
     ValueError
         If the weights' hash differs from ``sha256``, the config describes
-        another architecture, a weight is missing or has the wrong shape, or
-        the tokenizer does not fit the config.
+        another architecture, a weight is missing or has the wrong shape, the
+        tokenizer does not fit the config, or ``modules.json`` (when there is
+        one) lists another pipeline than ``selfattention.pretrained.PIPELINE``, or the pooling is not
+        the mean.
 
     Notes
     -----
@@ -740,7 +779,7 @@ def load_minilm(
                 "damaged file (pass sha256=None to load another checkpoint of this architecture)"
             )
     config = BertConfig.from_dict(_read_json(path / "config.json"))
-    _check_pooling(path)
+    _check_pipeline(path)
     try:
         state = load_file(str(weights_file))
     except Exception as exc:  # safetensors raises its own error types for a damaged file
