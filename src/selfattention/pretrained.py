@@ -135,7 +135,10 @@ class BertConfig:
     def __post_init__(self) -> None:
         for field in fields(self)[:-1]:
             _set(self, field.name, check_positive_int(getattr(self, field.name), field.name, at_most=10**7))
-        eps = check_real_scalar(self.layer_norm_eps, "layer_norm_eps", positive=True)  # a Decimal or 0-d array too
+        try:
+            eps = check_real_scalar(self.layer_norm_eps, "layer_norm_eps", positive=True)  # a Decimal, a 0-d array
+        except ValueError as exc:
+            raise ValueError(f"layer_norm_eps must be a small positive number; {exc}") from None
         if not eps < 1:
             raise ValueError(f"layer_norm_eps must be a small positive number; got {self.layer_norm_eps!r}")
         _set(self, "layer_norm_eps", eps)
