@@ -108,6 +108,8 @@ MINIMAL: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
         lambda **kw: sa.decoder_block(params=_encoder(), num_heads=2, **kw),
         {"x": X, "positions": [0, 1, 2]},
     ),
+    "next_token_probabilities": (sa.next_token_probabilities, {"logits": X}),
+    "sample_next_token": (lambda logits: sa.sample_next_token(logits, np.random.default_rng(0)), {"logits": X}),
     "softmax_backward": (sa.softmax_backward, {"grad_y": X[:, :3], "y": UNIFORM}),
     "scaled_dot_product_attention_backward": (
         sa.scaled_dot_product_attention_backward,

@@ -115,6 +115,8 @@ MINIMAL: dict[str, tuple[Callable[..., Any], dict[str, Any]]] = {
     "alibi_slopes": (lambda **kw: sa.alibi_slopes(**kw), {"num_heads": 2}),
     "alibi_bias": (lambda **kw: sa.alibi_bias(**kw), {"num_heads": 2, "T": 3, "S": 4}),
     "KVCache": (lambda **kw: sa.KVCache(**kw), {"max_len": 4}),
+    "next_token_probabilities": (lambda **kw: sa.next_token_probabilities(X, **kw), {"top_k": 2}),
+    "sample_next_token": (lambda **kw: sa.sample_next_token(X, np.random.default_rng(0), **kw), {"top_k": 2}),
     "SlidingWindowCache": (lambda **kw: sa.SlidingWindowCache(**kw), {"window": 4}),
     "kv_cache_bytes": (
         lambda **kw: sa.kv_cache_bytes(**kw),

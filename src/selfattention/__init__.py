@@ -25,7 +25,8 @@ is the one place that converts.
 The modules, in teaching order: ``scores`` (softmax), ``masks``, ``params``
 (weight containers), ``attention``, ``multihead``, ``encoder``, ``vision``,
 ``efficient`` (and ``parallel``, its thread split), ``positions``,
-``decoding`` (and ``decode_cost``, what a step reads), ``backward``,
+``decoding`` (and ``decode_cost``, what a step reads, and ``sampling``, how the
+next token is chosen), ``backward``,
 ``training``, ``tiny_encoder``, ``vit`` (and ``vit_training``, its training and recorded
 run), ``pretrained``; then ``interop`` (reading PyTorch), ``plotting``,
 ``interactive`` (the site's interactive figures),
@@ -60,6 +61,7 @@ from . import (
     plotting,
     positions,
     pretrained,
+    sampling,
     scores,
     tiny_encoder,
     training,
@@ -80,6 +82,7 @@ from .params import *  # noqa: F403
 from .plotting import *  # noqa: F403
 from .positions import *  # noqa: F403
 from .pretrained import *  # noqa: F403
+from .sampling import *  # noqa: F403
 from .scores import *  # noqa: F403
 from .tiny_encoder import *  # noqa: F403
 from .training import *  # noqa: F403
@@ -118,6 +121,7 @@ __all__ = [
     *positions.__all__,
     *decoding.__all__,
     *decode_cost.__all__,
+    *sampling.__all__,
     *backward.__all__,
     *training.__all__,
     *tiny_encoder.__all__,
