@@ -40,10 +40,26 @@ def test_the_distribution_matches_transformers_warpers(seed, V, temperature, top
     np.testing.assert_allclose(ours.sum(axis=-1), 1.0, rtol=1e-12)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("logits", "top_p"),
+    [([1.0, 1.0, 0.0], 0.3), ([3.0, 1.0, 1.0, 1.0, 1.0], 0.9), ([0.0, 0.0, 0.0, 0.0], 0.5), ([2.0, 2.0, 1.0], 0.4)],
+)
+def test_top_p_breaks_ties_at_the_cut_as_transformers_does(logits, top_p):
+    logits = np.array(logits)
+    ours = sa.next_token_probabilities(logits, top_p=top_p)
+    np.testing.assert_allclose(ours, _transformers_probabilities(logits, 1.0, None, top_p), atol=1e-7)
+
+
 def test_top_k_keeps_ties_and_top_p_keeps_at_least_one_token():
     logits = np.array([2.0, 1.0, 1.0, 0.0])
     np.testing.assert_array_equal(sa.next_token_probabilities(logits, top_k=2) > 0, [True, True, True, False])
     assert (sa.next_token_probabilities(logits, top_p=1e-9) > 0).tolist() == [True, False, False, False]
+    assert (sa.next_token_probabilities([1.0, 1.0, 0.0], top_p=0.3) > 0).tolist() == [
+        False,
+        True,
+        False,
+    ]  # the later tie
     greedy_like = sa.next_token_probabilities(logits, temperature=1e-3)
     assert greedy_like[0] == pytest.approx(1.0)
 

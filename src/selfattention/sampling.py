@@ -50,7 +50,8 @@ def next_token_probabilities(
     top_p : float, optional
         In ``(0, 1]``: keep the most likely tokens, in order, until their
         probability (after temperature and top-k) adds up to at least
-        ``top_p``; always at least one.
+        ``top_p``; always at least one. Among equally likely tokens at the
+        cut, the higher index comes first, as in ``transformers``.
 
     Returns
     -------
@@ -94,7 +95,9 @@ def next_token_probabilities(
     probabilities = np.exp(z - z.max(axis=-1, keepdims=True))
     probabilities /= probabilities.sum(axis=-1, keepdims=True)
     if top_p is not None and top_p < 1:
-        order = np.argsort(-probabilities, axis=-1, kind="stable")  # most likely first
+        # most likely first; among equal ones the higher index first, as transformers' stable ascending sort
+        # read backwards gives them, so a tie at the cut keeps the same token
+        order = np.argsort(probabilities, axis=-1, kind="stable")[..., ::-1]
         ranked = np.take_along_axis(probabilities, order, axis=-1)
         before = np.cumsum(ranked, axis=-1) - ranked  # the probability of every token ranked above each one
         keep_ranked = before < top_p  # the first token always: nothing is ranked above it
