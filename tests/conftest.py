@@ -25,6 +25,15 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(1234)
 
 
+@pytest.fixture
+def close_figures():
+    """Close every matplotlib figure a test opened (``pytestmark = pytest.mark.usefixtures("close_figures")``)."""
+    yield
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
 # Fixtures that load a reference library (transformers' code or BertModel, sentence-transformers, a saved
 # checkpoint): a test that uses one is slow, so make unit (-m "not slow") leaves it to make test.
 SLOW_FIXTURES = {"bert", "sentence_transformer", "tiny_checkpoint", "hf"}

@@ -25,30 +25,19 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from test_generated_bad_input import _attention, _encoder, assert_covered  # noqa: E402  (shared helpers)
 
 import selfattention as sa  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("close_figures")  # tests/conftest.py
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(3, 4))
 Q3 = RNG.normal(size=(2, 3, 4))
 UNIFORM = np.full((3, 3), 1 / 3)
 KEEP = sa.causal_mask(3, dtype=bool)
-
-
-def _attention(D=4):
-    return sa.AttentionParams.from_fused(RNG.normal(size=(D, 3 * D)), RNG.normal(size=(D, D)))
-
-
-def _encoder(D=4, F=6):
-    rng = np.random.default_rng(1)
-    shapes = dict(
-        w_qkv=(D, 3 * D), b_qkv=(3 * D,), w_out=(D, D), b_out=(D,), w_ff1=(D, F), b_ff1=(F,), w_ff2=(F, D),
-        b_ff2=(D,), norm1_weight=(D,), norm1_bias=(D,), norm2_weight=(D,), norm2_bias=(D,),
-    )  # fmt: skip
-    return sa.EncoderParams.from_arrays(**{name: rng.normal(size=shape) for name, shape in shapes.items()})
 
 
 def _lse(q, k, v, mask):
@@ -233,16 +222,8 @@ def cases() -> list[tuple[str, str, str, Any]]:
     return out
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
-
-
 def test_every_callable_with_array_mask_or_dtype_parameters_is_covered():
-    missing = sorted(set(callables()) - set(MINIMAL) - set(ELSEWHERE))
-    assert not missing, f"add a minimal valid call for {missing} to MINIMAL (or say where it is tested in ELSEWHERE)"
-    assert not set(MINIMAL) & set(ELSEWHERE)
+    assert_covered(callables(), MINIMAL, ELSEWHERE)
     for label, (_, kwargs) in MINIMAL.items():  # the minimal call names every such parameter
         assert set(callables()[label]) <= set(kwargs), label
 

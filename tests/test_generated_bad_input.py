@@ -18,7 +18,6 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
@@ -269,16 +268,18 @@ def cases() -> list[tuple[str, str, str, Any]]:
     return out
 
 
-@pytest.fixture(autouse=True)
-def _close_figures():
-    yield
-    plt.close("all")
+pytestmark = pytest.mark.usefixtures("close_figures")  # tests/conftest.py
+
+
+def assert_covered(found, minimal, elsewhere):
+    """Every callable found has a minimal call, or a reason it is tested elsewhere; none has both."""
+    missing = sorted(set(found) - set(minimal) - set(elsewhere))
+    assert not missing, f"add a minimal valid call for {missing} to MINIMAL (or say where it is tested in ELSEWHERE)"
+    assert not set(minimal) & set(elsewhere)
 
 
 def test_every_callable_with_integer_or_bool_parameters_is_covered():
-    missing = sorted(set(callables()) - set(MINIMAL) - set(ELSEWHERE))
-    assert not missing, f"add a minimal valid call for {missing} to MINIMAL (or say where it is tested in ELSEWHERE)"
-    assert not set(MINIMAL) & set(ELSEWHERE)
+    assert_covered(callables(), MINIMAL, ELSEWHERE)
 
 
 @pytest.mark.parametrize("label", sorted(MINIMAL))
