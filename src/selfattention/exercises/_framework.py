@@ -289,6 +289,22 @@ def answer_array(got: Any) -> np.ndarray | None:
     return array if array.dtype.kind in "biuf" else None
 
 
+def shaped_answer(
+    got: Any, expected: np.ndarray, name: str, *, form: str = "an array", shape_note: str = ""
+) -> tuple[np.ndarray | None, str | None]:
+    """The learner's answer as an array, and what is wrong with its form: not an array, or the wrong shape.
+
+    ``name`` names the answer in the message ("the mask"), ``form`` what it
+    should be ("an integer array") and ``shape_note`` what the axes are.
+    """
+    answer = answer_array(got)
+    if answer is None:
+        return None, f"the {name} should be {form}; got {type(got).__name__}"
+    if answer.shape != expected.shape:
+        return answer, f"the {name} should have shape {expected.shape}{shape_note}; got {answer.shape}"
+    return answer, None
+
+
 # What a NaN or inf in an answer usually means: in attention code, an exponential that overflowed.
 SOFTMAX_NAN_HINT = (
     "did an exponential overflow to inf, or did a whole row underflow to 0 so that 0/0 = NaN? "

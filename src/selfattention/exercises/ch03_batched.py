@@ -1,4 +1,4 @@
-"""Chapter 3 exercises: batched scores, an additive mask, and self-attention with a mask."""
+"""Chapter 3 exercises: batched scores, an additive mask, and the queries left padding leaves with no key."""
 
 from __future__ import annotations
 
@@ -8,10 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from ..masks import causal_mask
-from ._framework import CaseList, CheckResult, Exercise, Mistake, answer_array, compare_array
+from ._framework import CaseList, CheckResult, Exercise, Mistake, compare_array, shaped_answer
 
-__all__ = ["check_batched_scores", "check_additive_mask", "check_kv_cache_mask"]
+__all__ = ["check_batched_scores", "check_additive_mask", "check_queries_without_keys"]
 
 
 def _batched_scores_cases(rng: np.random.Generator) -> CaseList:
@@ -52,20 +51,14 @@ def _additive_mask_cases(rng: np.random.Generator) -> CaseList:
     ]
 
 
-def _compare_mask(got: Any, expected: np.ndarray, *, boolean: bool) -> str | None:
-    """What is wrong with a returned mask: its form, its shape, its dtype (bool or floating), then its values."""
-    answer = answer_array(got)
-    if answer is None:
-        return f"the mask should be an array; got {type(got).__name__}"
-    if answer.shape != expected.shape:
-        return f"the mask should have shape {expected.shape}; got {answer.shape}"
-    if boolean and answer.dtype != np.bool_:  # exercise 3 asks for a boolean mask
-        return f"the mask should be boolean (True = may attend); got dtype {answer.dtype}"
-    if not boolean and not np.issubdtype(answer.dtype, np.floating):
+def _compare_additive_mask(got: Any, expected: np.ndarray) -> str | None:
+    """What is wrong with a returned additive mask: its form, its shape, its dtype, then its values."""
+    answer, problem = shaped_answer(got, expected, "mask")
+    if problem:
+        return problem
+    if not np.issubdtype(answer.dtype, np.floating):
         return f"an additive mask must be floating (it holds -inf); got dtype {answer.dtype}"
     if not np.array_equal(answer, expected):
-        if boolean:
-            return "the mask differs from the lower-right causal mask"
         return "the mask should be 0 where the input is False and -inf where it is True"
     return None
 
@@ -76,7 +69,7 @@ ADDITIVE_MASK = Exercise(
     number=2,
     cases=_additive_mask_cases,
     reference=lambda blocked: np.where(blocked, -np.inf, 0.0),
-    compare=partial(_compare_mask, boolean=False),
+    compare=_compare_additive_mask,
     mistakes=(
         Mistake(
             lambda blocked: np.where(blocked, 0.0, -np.inf),
@@ -95,37 +88,70 @@ def check_additive_mask(fn: Callable[..., Any]) -> CheckResult:
     return ADDITIVE_MASK.check(fn)
 
 
-def _kv_cache_mask_cases(rng: np.random.Generator) -> CaseList:
-    return [(f"T={T}, S={S}", (T, S)) for T, S in [(4, 4), (1, 5), (3, 7), (2, 3), (5, 9)]]
+def _no_key_cases(rng: np.random.Generator) -> CaseList:
+    return [
+        ("lengths [5, 3], S=5", (np.array([5, 3]), 5)),
+        ("lengths [1], S=4", (np.array([1]), 4)),
+        ("lengths [2, 6, 4], S=6", (np.array([2, 6, 4]), 6)),
+        ("lengths [7, 1, 3, 5], S=7", (np.array([7, 1, 3, 5]), 7)),
+    ]
 
 
-KV_CACHE_MASK = Exercise(
-    name="KV-cache mask",
+def _queries_without_keys(lengths: np.ndarray, S: int, shift: int = 0) -> np.ndarray:
+    """(B, S): True where query i of a left-padded sequence has only padding at or before it."""
+    first_real = S - np.asarray(lengths)[:, None]  # (B, 1): position of the first real token
+    return np.arange(S)[None, :] < first_real + shift
+
+
+def _compare_no_key(got: Any, expected: np.ndarray) -> str | None:
+    answer, problem = shaped_answer(got, expected, "answer", shape_note=" (B, S)")
+    if problem:
+        return problem
+    if answer.dtype != np.bool_:
+        return f"the answer should be boolean (True = the query has no key); got dtype {answer.dtype}"
+    if not np.array_equal(answer, expected):
+        b, i = np.argwhere(answer != expected)[0]
+        return f"sequence {b}, query {i}: expected {bool(expected[b, i])}, got {bool(answer[b, i])}"
+    return None
+
+
+QUERIES_WITHOUT_KEYS = Exercise(
+    name="queries with no key",
     chapter=3,
     number=3,
-    cases=_kv_cache_mask_cases,
-    reference=lambda T, S: causal_mask(T, S, dtype=bool),
-    compare=partial(_compare_mask, boolean=True),
+    cases=_no_key_cases,
+    reference=_queries_without_keys,
+    compare=_compare_no_key,
     mistakes=(
         Mistake(
-            lambda T, S: np.tril(np.ones((T, S), dtype=bool)),
-            "It matches a mask aligned at the upper left (query i sees keys 0..i); "
-            "the queries are the last T of S tokens, so query i sits at position S - T + i",
+            lambda lengths, S: np.zeros((len(lengths), S), dtype=bool),
+            "No query came out keyless: that is right padding, where key 0 is real. With left padding "
+            "the padding comes first, and a causal query sees only keys at or before it",
         ),
         Mistake(
-            lambda T, S: ~causal_mask(T, S, dtype=bool),
-            "It matches the mask with True and False swapped; here True means the query may attend",
+            partial(_queries_without_keys, shift=1),
+            "Off by one: the first real token, at position S - length, may attend to itself",
+        ),
+        Mistake(
+            lambda lengths, S: ~_queries_without_keys(lengths, S),
+            "True and False are swapped: True should mark the queries that have no key",
+        ),
+        Mistake(
+            lambda lengths, S: np.arange(S)[None, :] < np.asarray(lengths)[:, None],
+            "It marks the first `length` queries: the padding is S - length tokens long, not length",
         ),
     ),
-    float32=False,  # integer sizes in, a boolean mask out: nothing to compute in float32
+    float32=False,  # integer lengths in, a boolean array out: nothing to compute in float32
 )
 
 
-def check_kv_cache_mask(fn: Callable[..., Any]) -> CheckResult:
-    """Check ``fn(T, S) -> mask``: the boolean (T, S) causal mask of T new queries over S keys.
+def check_queries_without_keys(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(lengths, S) -> no_key``: which queries of a left-padded, causally masked batch see no key.
 
-    The queries are the last T of S tokens (after a KV cache of S - T), so
-    query ``i`` may attend to keys ``0 .. S - T + i``; True means may attend.
+    Each sequence ``b`` has ``lengths[b]`` real tokens, left-padded to ``S``
+    (the padding comes first). Under the causal mask, query ``i`` may see keys
+    ``0 .. i``, and padding keys are blocked. ``no_key`` is a boolean
+    (B, S) array, True where every key of query ``i`` is blocked.
     See chapter 3, exercise 3.
     """
-    return KV_CACHE_MASK.check(fn)
+    return QUERIES_WITHOUT_KEYS.check(fn)

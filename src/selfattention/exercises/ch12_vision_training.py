@@ -9,7 +9,7 @@ import numpy as np
 
 from ..scores import softmax
 from ..vit import attention_rollout
-from ._framework import CaseList, CheckResult, Exercise, Mistake, answer_array, compare_array
+from ._framework import CaseList, CheckResult, Exercise, Mistake, answer_array, compare_array, shaped_answer
 
 __all__ = ["check_token_count", "check_rollout", "check_most_attended"]
 
@@ -148,11 +148,9 @@ def _attended_cases(rng: np.random.Generator) -> CaseList:
 
 
 def _compare_indices(got: Any, expected: np.ndarray) -> str | None:
-    answer = answer_array(got)
-    if answer is None:
-        return f"the patch indices should be an integer array; got {type(got).__name__}"
-    if answer.shape != expected.shape:
-        return f"the patch indices should have shape {expected.shape} (B, k); got {answer.shape}"
+    answer, problem = shaped_answer(got, expected, "patch indices", form="an integer array", shape_note=" (B, k)")
+    if problem:
+        return problem
     if answer.dtype.kind == "f" and not np.array_equal(answer, np.round(answer)):
         return "the patch indices should be whole numbers (indices into the N patches)"
     if not np.array_equal(answer.astype(np.int64), expected):
