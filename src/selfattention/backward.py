@@ -12,7 +12,7 @@ and :math:`O = PV`:
 .. math::
 
     dV = P^\top dO, \quad dP = dO\,V^\top, \quad
-    dS = P \circ (dP - D), \quad D = \operatorname{rowsum}(dO \circ O), \quad
+    dS = P \circ (dP - \delta), \quad \delta = \operatorname{rowsum}(dO \circ O), \quad
     dQ = s\, dS\, K, \quad dK = s\, dS^\top Q.
 """
 
@@ -128,10 +128,10 @@ def _attention_backward_core(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """dQ, dK, dV on broadcast batch axes, from the weights P and the output O."""
     grad_v = np.swapaxes(weights, -1, -2) @ grad_out  # dV = P^T dO: (..., S, Dv)
-    delta = (grad_out * out).sum(axis=-1, keepdims=True)  # D = rowsum(dO * O) = rowsum(P * dP): (..., T, 1)
+    delta = (grad_out * out).sum(axis=-1, keepdims=True)  # delta = rowsum(dO * O) = rowsum(P * dP): (..., T, 1)
     grad_s = grad_out @ np.swapaxes(v, -1, -2)  # dP = dO V^T: (..., T, S), all batch axes
     grad_s -= delta  # then in place, no second (T, S) array:
-    grad_s *= weights  # dS = P * (dP - D); 0 wherever P is 0 (masked keys, blocked rows)
+    grad_s *= weights  # dS = P * (dP - delta); 0 wherever P is 0 (masked keys, blocked rows)
     grad_q = grad_s @ k  # (..., T, Dk)
     grad_k = np.swapaxes(grad_s, -1, -2) @ q  # (..., S, Dk)
     grad_q *= scale
@@ -155,8 +155,8 @@ def scaled_dot_product_attention_backward(
 
     .. math::
 
-        dV = P^\top dO,\quad dP = dO\,V^\top,\quad dS = P \circ (dP - D),\quad
-        D = \operatorname{rowsum}(dO \circ O),\quad dQ = s\,dS\,K,\quad dK = s\,dS^\top Q.
+        dV = P^\top dO,\quad dP = dO\,V^\top,\quad dS = P \circ (dP - \delta),\quad
+        \delta = \operatorname{rowsum}(dO \circ O),\quad dQ = s\,dS\,K,\quad dK = s\,dS^\top Q.
 
     Parameters
     ----------
@@ -188,9 +188,9 @@ def scaled_dot_product_attention_backward(
         q, k, v, r = kv_groups(q, k, v)
         grads = scaled_dot_product_attention_backward(
             grad_out, q, repeat_kv(k, r), repeat_kv(v, r), mask=mask, scale=scale, is_causal=is_causal
-        )  # dQ, and dK, dV for every query head's copy of its key/value head: (..., H, S, D)
+        )  # dQ, and dK, dV for every query head's copy of its key/value head: (..., H, S, Dh)
         q_grad, (k_grad, v_grad) = grads[0], (g.reshape(*g.shape[:-3], -1, r, *g.shape[-2:]) for g in grads[1:])
-        return q_grad, k_grad.sum(axis=-3), v_grad.sum(axis=-3)  # each group's copies summed: (..., Hkv, S, D)
+        return q_grad, k_grad.sum(axis=-3), v_grad.sum(axis=-3)  # each group's copies summed: (..., Hkv, S, Dh)
     q_, k_, v_, mask_, scale_ = _validate_attention_args(q, k, v, mask, scale)
     out, weights = scaled_dot_product_attention(q_, k_, v_, mask=mask_, scale=scale_, is_causal=is_causal)
     grad_out = _grad(grad_out, out.shape, "grad_out", "the attention output")
@@ -244,7 +244,7 @@ def memory_efficient_attention_backward(
     each (query block, key block) tile the backward recomputes
     :math:`P = e^{S - \ell}` exactly, then adds the tile's share of dQ, dK and
     dV with the formulas of :func:`scaled_dot_product_attention_backward`;
-    :math:`D = \operatorname{rowsum}(dO \circ O)` needs only O. Under
+    :math:`\delta = \operatorname{rowsum}(dO \circ O)` needs only O. Under
     ``is_causal`` the tiles the mask blanks are skipped.
 
     Parameters
@@ -302,7 +302,7 @@ def memory_efficient_attention_backward(
         qs = np.broadcast_to(q_, (*batch, T, q_.shape[-1])).astype(work) * scale_  # scaled once, as in the forward
     kb = np.broadcast_to(k_, (*batch, S, k_.shape[-1])).astype(work, copy=False)
     vb = np.broadcast_to(v_, (*batch, S, Dv)).astype(work, copy=False)
-    delta = (grad_out * out).sum(axis=-1, keepdims=True)  # D: (..., T, 1)
+    delta = (grad_out * out).sum(axis=-1, keepdims=True)  # delta: (..., T, 1)
     shift = np.where(np.isneginf(lse), 0.0, lse)  # a fully masked query: its scores are all -inf, so P = e^-inf = 0
     grad_q = np.zeros(qs.shape, dtype=work)  # summed without the scale, applied once at the end
     grad_k = np.zeros(kb.shape, dtype=work)
@@ -331,7 +331,7 @@ def memory_efficient_attention_backward(
                 grad_v[..., cols, :] += np.swapaxes(p, -1, -2) @ grad_out_rows
                 grad_s = np.matmul(grad_out_rows, np.swapaxes(v_cols, -1, -2), out=grad_s_full if full else None)
                 grad_s -= delta[..., rows, :]
-                grad_s *= p  # dS = P * (dP - D), in place
+                grad_s *= p  # dS = P * (dP - delta), in place
                 grad_q[..., rows, :] += grad_s @ k_cols
                 grad_k[..., cols, :] += np.swapaxes(grad_s, -1, -2) @ q_rows  # q_rows holds the scale
     grad_q *= scale_
@@ -549,9 +549,9 @@ def multihead_attention_backward(
     r = H // Hkv
     mask = check_head_axis_mask(mask, 1 + x.ndim)  # the forward's check: a (B, T, S) mask would meet the heads
     q, k, v = project_qkv(x, params)  # (..., T, H*Dh), (..., T, Hkv*Dh), (..., T, Hkv*Dv)
-    qh, kh, vh = split_heads(q, H), split_heads(k, Hkv), split_heads(v, Hkv)  # (..., heads, T, D)
+    qh, kh, vh = split_heads(q, H), split_heads(k, Hkv), split_heads(v, Hkv)  # (..., heads, T, Dh)
     if r > 1:
-        kh, vh = np.repeat(kh, r, axis=-3), np.repeat(vh, r, axis=-3)  # (..., H, T, D)
+        kh, vh = np.repeat(kh, r, axis=-3), np.repeat(vh, r, axis=-3)  # (..., H, T, Dh)
     out, _ = scaled_dot_product_attention(qh, kh, vh, mask=mask, scale=scale, is_causal=is_causal)
     merged = merge_heads(out)  # (..., T, H*Dv)
     grad_y = _grad(grad_y, (*merged.shape[:-1], params.out.d_out), "grad_y", "the layer's output")

@@ -578,7 +578,7 @@ class TinyDecoder:
                 "make them with new_caches"
             )
         if caches is not None:
-            self._check_caches(caches, window, len(tokens))
+            self._check_caches(caches, len(tokens))
             for i, cache in enumerate(caches):
                 cache._owner = (id(self), i)
         x = self.embedding[tokens]  # (t, D)
@@ -596,7 +596,7 @@ class TinyDecoder:
                 cache._take_back()
             raise
 
-    def _check_caches(self, caches: list[KVCache | SlidingWindowCache], window: int | None, t: int) -> None:
+    def _check_caches(self, caches: list[KVCache | SlidingWindowCache], t: int) -> None:
         """Refuse caches that cannot take these ``t`` tokens before any of them is changed."""
         for i, cache in enumerate(caches):
             if not isinstance(cache, (KVCache, SlidingWindowCache)):

@@ -67,7 +67,7 @@ _FILES = ("config.json", "model.safetensors", "tokenizer.json")
 
 
 class LongInputWarning(UserWarning):
-    """A text is longer than the texts the model was trained on.
+    """A text is longer than the texts the model was fine-tuned on.
 
     all-MiniLM-L6-v2 has 512 learned positions, but it was fine-tuned on texts
     cut at 128 tokens (its ``tokenizer.json`` cuts there). On longer texts its
@@ -260,7 +260,7 @@ class MiniLM(_Container):
     path : pathlib.Path
         The directory the files came from.
     trained_length : int or None
-        The longest text, in tokens, the model was trained on: the length its
+        The longest text, in tokens, the model was fine-tuned on: the length its
         ``tokenizer.json`` cut at (128 for all-MiniLM-L6-v2), or None if it
         names none. Longer texts are read, with a :class:`LongInputWarning`.
     """
@@ -370,7 +370,7 @@ class MiniLM(_Container):
         512) keeps [CLS], its first ``max_tokens - 2`` word pieces and [SEP],
         with a ``UserWarning`` that says how many were dropped: the model has
         no position for the rest. A text that keeps more tokens than the model
-        was trained on (``trained_length``, 128 for all-MiniLM-L6-v2) is read
+        was fine-tuned on (``trained_length``, 128 for all-MiniLM-L6-v2) is read
         whole, with a :class:`LongInputWarning`. Every method that reads
         texts (:meth:`tokens`, :meth:`encode`, :meth:`attentions`) warns alike,
         and :meth:`forward` warns for ids with more real tokens than that.
@@ -413,8 +413,8 @@ class MiniLM(_Container):
 
     def _warn_long(self, i: int, length: int, stacklevel: int) -> None:
         warnings.warn(
-            f"text {i} has {length} tokens with [CLS] and [SEP], more than the {self.trained_length} the "
-            "model was trained on: it is read whole, but the model works outside its training on it "
+            f"text {i} has {length} tokens with [CLS] and [SEP], more than the {self.trained_length} of the "
+            "texts the model was fine-tuned on: it is read whole, but the model works outside its training on it "
             "(chapter 13: its previous-token head fails on such texts)",
             LongInputWarning,
             stacklevel=stacklevel + 1,

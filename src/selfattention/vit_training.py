@@ -69,8 +69,9 @@ GRID_SEEDS = (0, 1, 2)
 #: The recorded runs, seed -> training settings: the setting the validation grid chose, from five seeds.
 DIGIT_VIT_RUNS = {seed: {"epochs": 40, "lr": 3e-3} for seed in range(5)}
 #: How far (largest absolute logit difference on the test set) a model retrained anywhere may be from the record:
-#: about ten times the largest difference measured between thread counts and CPU kernels (8e-4).
-AGREEMENT = 1e-2
+#: about five times the largest difference measured between thread counts and CPU kernels (3.8e-3: two threads
+#: against one, and MKL's reproducible path against its default).
+AGREEMENT = 2e-2
 _RECORD = "digit_vits.npz"
 
 

@@ -325,11 +325,22 @@ def plot_roofline(
     markers = "osD^vP*Xh"
     for i, (name, (x, y)) in enumerate(points.items()):
         ax.loglog([x], [y], markers[i % len(markers)], markersize=8, label=name)
-    from matplotlib.ticker import NullFormatter, ScalarFormatter
+    from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
-    for axis in (ax.xaxis, ax.yaxis):  # plain numbers (20, 100), not powers of ten
+    for axis in (ax.xaxis, ax.yaxis):  # plain numbers at 1, 2 and 5 of each decade (20, 50, 100), not powers of ten
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
         axis.set_major_formatter(ScalarFormatter())
         axis.set_minor_formatter(NullFormatter())
+    ax.annotate(  # the roof's height, readable without the grid
+        f"roof: {peak:.3g} GFLOP/s",
+        xy=(hi, peak),
+        xytext=(-4, 4),
+        textcoords="offset points",
+        ha="right",
+        va="bottom",
+        fontsize=8,
+    )
+    ax.set_ylim(top=peak * 1.6)  # room for the label above the roof
     ax.set_xlabel("flops per byte moved")
     ax.set_ylabel("GFLOP/s")
     ax.set_title(title)
