@@ -471,7 +471,7 @@ def test_bad_arguments_to_load(kwargs, message):
         (lambda m: m.tokens(["a"]), "text must be a string; got list"),
         (lambda m: m.attentions(None), "text must be a string; got NoneType"),
         (lambda m: m.forward([[1.5, 2.0]]), "ids must be integer word-piece ids; got dtype float64"),
-        (lambda m: m.forward([1, 2]), r"ids must have shape \(N, T\)"),
+        (lambda m: m.forward([1, 2]), r"ids must have shape \(B, T\)"),
         (lambda m: m.forward([[1, 30522]]), r"ids must lie in \[0, 30522\)"),
         (lambda m: m.forward([[1, -1]]), r"ids must lie in \[0, 30522\)"),
         (lambda m: m.forward([[1, 2]], [[1, 0]]), "keep must be a boolean array of the ids' shape"),
@@ -489,9 +489,9 @@ def test_bad_input_to_the_model(model, call, message):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        ((np.zeros((2, 3)), np.ones((2, 3), bool)), r"hidden must have shape \(N, T, D\)"),
+        ((np.zeros((2, 3)), np.ones((2, 3), bool)), r"hidden must have shape \(B, T, D\)"),
         ((np.zeros((2, 3, 4)), np.ones((2, 3))), "keep must be boolean"),
-        ((np.zeros((2, 3, 4)), np.ones((3, 2), bool)), r"keep must have shape \(N, T\) = \(2, 3\)"),
+        ((np.zeros((2, 3, 4)), np.ones((3, 2), bool)), r"keep must have shape \(B, T\) = \(2, 3\)"),
         ((np.zeros((2, 3, 4)), np.array([[True] * 3, [False] * 3])), "rows \\[1\\] do not"),
         ((np.zeros((1, 2, 3), bool), np.ones((1, 2), bool)), "got a boolean array"),
     ],

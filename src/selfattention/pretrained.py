@@ -110,7 +110,7 @@ class BertConfig:
     hidden_size : int
         D, the model width.
     num_layers : int
-        N, the number of encoder blocks.
+        L, the number of encoder blocks.
     num_heads : int
         H, heads per block; divides D.
     intermediate_size : int
@@ -194,7 +194,7 @@ class BertConfig:
         return cls(**{field: config[key] for field, key in names.items()})
 
     def parameter_count(self) -> int:
-        """Weights and biases of the embeddings and the N blocks (the pooler, unused here, not counted)."""
+        """Weights and biases of the embeddings and the L blocks (the pooler, unused here, not counted)."""
         V, D, F = self.vocab_size, self.hidden_size, self.intermediate_size
         P, S = self.max_positions, self.type_vocab_size
         embeddings = (V + P + S) * D + 2 * D  # three tables and their LayerNorm
@@ -243,7 +243,7 @@ class BertEmbeddings(_Container):
 
 @dataclass(frozen=True)
 class MiniLM(_Container):
-    """A BERT sentence encoder in NumPy: tokenizer, embeddings, N post-norm blocks, mean pooling.
+    """A BERT sentence encoder in NumPy: tokenizer, embeddings, L post-norm blocks, mean pooling.
 
     Build one with :func:`load_minilm`. The arrays are read-only views of
     what was loaded; ``named_arrays()`` walks them by name.
@@ -377,9 +377,9 @@ class MiniLM(_Container):
 
         Returns
         -------
-        ids : numpy.ndarray of int64, shape (N, T)
+        ids : numpy.ndarray of int64, shape (B, T)
             T is the longest text's length; [PAD] fills the rest.
-        keep : numpy.ndarray of bool, shape (N, T)
+        keep : numpy.ndarray of bool, shape (B, T)
             True at real tokens, [CLS] and [SEP] included.
         """
         return self._token_ids(texts, max_tokens)
@@ -434,17 +434,17 @@ class MiniLM(_Container):
 
         Parameters
         ----------
-        ids : array_like of int, shape (N, T)
+        ids : array_like of int, shape (B, T)
             Word-piece ids, T at most the model's positions.
-        keep : array_like of bool, shape (N, T), optional
+        keep : array_like of bool, shape (B, T), optional
             True at real tokens; padded keys get no attention. Default: all real.
         return_weights : bool, default False
             Also return every head's attention weights.
 
         Returns
         -------
-        hidden : numpy.ndarray, shape (N, T, D)
-        weights : numpy.ndarray, shape (layers, N, H, T, T)
+        hidden : numpy.ndarray, shape (B, T, D)
+        weights : numpy.ndarray, shape (L, B, H, T, T)
             Only with ``return_weights=True``.
 
         Warns
@@ -464,16 +464,16 @@ class MiniLM(_Container):
     ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """:meth:`forward` on checked ids, without the warning (the text-reading methods have given it)."""
         c = self.config
-        x = self._embed(ids)  # (N, T, D)
-        mask = keep[:, None, None, :]  # (N, 1, 1, T): every head and query of example n sees its real keys
+        x = self._embed(ids)  # (B, T, D)
+        mask = keep[:, None, None, :]  # (B, 1, 1, T): every head and query of example n sees its real keys
         all_weights = []
         for block in self.layers:
             if return_weights:
                 x, weights = encoder_block(
                     x, block, c.num_heads, mask=mask, activation="gelu", eps=c.layer_norm_eps, return_weights=True
                 )
-                all_weights.append(weights)  # (N, H, T, T)
-            else:  # keep no weights: each layer's (N, H, T, T) array is freed as soon as it is used
+                all_weights.append(weights)  # (B, H, T, T)
+            else:  # keep no weights: each layer's (B, H, T, T) array is freed as soon as it is used
                 x = encoder_block(x, block, c.num_heads, mask=mask, activation="gelu", eps=c.layer_norm_eps)
         return (x, np.stack(all_weights)) if return_weights else x
 
@@ -482,19 +482,19 @@ class MiniLM(_Container):
 
         Parameters
         ----------
-        ids : array_like of int, shape (N, T)
+        ids : array_like of int, shape (B, T)
             Word-piece ids, T at most the model's positions.
 
         Returns
         -------
-        numpy.ndarray, shape (N, T, D)
+        numpy.ndarray, shape (B, T, D)
         """
         ids, _ = self._check_ids(ids, None)
         return self._embed(ids)
 
     def _embed(self, ids: np.ndarray) -> np.ndarray:
         e = self.embeddings
-        x = e.word[ids] + e.position[: ids.shape[1]] + e.token_type[0]  # (N, T, D): three lookups, summed
+        x = e.word[ids] + e.position[: ids.shape[1]] + e.token_type[0]  # (B, T, D): three lookups, summed
         return layer_norm(x, e.norm.weight, e.norm.bias, self.config.layer_norm_eps)
 
     def _check_ids(self, ids: ArrayLike, keep: ArrayLike | None) -> tuple[np.ndarray, np.ndarray]:
@@ -502,7 +502,7 @@ class MiniLM(_Container):
         if ids.dtype == np.bool_ or not np.issubdtype(ids.dtype, np.integer):
             raise ValueError(f"ids must be integer word-piece ids; got dtype {ids.dtype}")
         if ids.ndim != 2 or 0 in ids.shape:
-            raise ValueError(f"ids must have shape (N, T) with N, T >= 1; got {ids.shape}")
+            raise ValueError(f"ids must have shape (B, T) with B, T >= 1; got {ids.shape}")
         V, P = self.config.vocab_size, self.config.max_positions
         if ids.min() < 0 or ids.max() >= V:
             raise ValueError(f"ids must lie in [0, {V}) (the vocabulary); got values from {ids.min()} to {ids.max()}")
@@ -529,7 +529,7 @@ class MiniLM(_Container):
 
         Returns
         -------
-        numpy.ndarray, shape (N, D)
+        numpy.ndarray, shape (B, D)
             Unit rows, in the model's dtype.
         """
         texts = self._texts(texts)
@@ -566,13 +566,13 @@ def mean_pool(hidden: ArrayLike, keep: ArrayLike) -> np.ndarray:
 
     Parameters
     ----------
-    hidden : array_like, shape (N, T, D)
-    keep : array_like of bool, shape (N, T)
+    hidden : array_like, shape (B, T, D)
+    keep : array_like of bool, shape (B, T)
         True at real tokens; padding is left out of both sum and count.
 
     Returns
     -------
-    numpy.ndarray, shape (N, D)
+    numpy.ndarray, shape (B, D)
 
     Raises
     ------
@@ -587,13 +587,13 @@ def mean_pool(hidden: ArrayLike, keep: ArrayLike) -> np.ndarray:
     hidden = as_float_array(hidden, "hidden")
     keep = as_array(keep, "keep")
     if hidden.ndim != 3:
-        raise ValueError(f"hidden must have shape (N, T, D); got {hidden.shape}")
+        raise ValueError(f"hidden must have shape (B, T, D); got {hidden.shape}")
     if keep.dtype != np.bool_:
         raise ValueError(f"keep must be boolean (True at real tokens); got dtype {keep.dtype}")
     if keep.shape != hidden.shape[:2]:
-        raise ValueError(f"keep must have shape (N, T) = {hidden.shape[:2]}; got {keep.shape}")
+        raise ValueError(f"keep must have shape (B, T) = {hidden.shape[:2]}; got {keep.shape}")
     check_all_finite(hidden, "hidden")
-    counts = keep.sum(axis=1, keepdims=True)  # (N, 1)
+    counts = keep.sum(axis=1, keepdims=True)  # (B, 1)
     if (counts == 0).any():
         raise ValueError(
             f"every row of keep must mark a real token; rows {np.flatnonzero(counts[:, 0] == 0)[:5]} do not"

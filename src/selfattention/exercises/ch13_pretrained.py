@@ -16,10 +16,10 @@ __all__ = ["check_mean_pool", "check_previous_token_head", "check_parameter_coun
 
 def _pool_cases(rng: np.random.Generator) -> CaseList:
     cases = []
-    for N, T, D, lengths in [(1, 4, 3, [4]), (2, 5, 4, [5, 2]), (3, 6, 8, [3, 6, 1])]:
-        keep = np.arange(T) < np.array(lengths)[:, None]  # (N, T)
-        hidden = rng.normal(size=(N, T, D))
-        cases.append((f"N={N}, T={T}, lengths {lengths}", (hidden, keep)))
+    for B, T, D, lengths in [(1, 4, 3, [4]), (2, 5, 4, [5, 2]), (3, 6, 8, [3, 6, 1])]:
+        keep = np.arange(T) < np.array(lengths)[:, None]  # (B, T)
+        hidden = rng.normal(size=(B, T, D))
+        cases.append((f"B={B}, T={T}, lengths {lengths}", (hidden, keep)))
     return cases
 
 
@@ -57,7 +57,7 @@ MEAN_POOL = Exercise(
 
 
 def check_mean_pool(fn: Callable[..., Any]) -> CheckResult:
-    """Check ``fn(hidden, keep) -> (N, D)``: the mean of each row's vectors over its real tokens.
+    """Check ``fn(hidden, keep) -> (B, D)``: the mean of each row's vectors over its real tokens.
 
     See chapter 13, exercise 1.
     """
@@ -184,14 +184,14 @@ def _counted(
 ) -> int:
     """The count with one part left out or added: how each mistake counts."""
     D, F = c["hidden_size"], c["intermediate_size"]
-    N = c["num_hidden_layers"] if layers is None else layers
+    L = c["num_hidden_layers"] if layers is None else layers
     V, P, S = c["vocab_size"], c["max_position_embeddings"], c["type_vocab_size"]
     rows = {"all": V + P + S, "word": V, "no types": V + P}
     attention = projections * (D * D + (D if biases else 0))
     feed_forward = 2 * D * F + (F + D if biases else 0)
     block = attention + feed_forward + (4 * D if norms else 0)
     embeddings = rows.get(tables, 0) * D + (2 * D if norms and embedding_norm else 0)
-    return embeddings + N * block + (D * D + D if pooler else 0)
+    return embeddings + L * block + (D * D + D if pooler else 0)
 
 
 def _compare_count(got: Any, expected: int) -> str | None:
