@@ -2,8 +2,8 @@
 
 Usage: python scripts/make_roadmap.py [OUTPUT_DIR]   (default: book/_static)
 
-Six boxes, left to right: token -> Q, K, V -> weights -> heads -> block ->
-stack, each labelled with the chapter that builds it. The image is committed
+Seven boxes, left to right: token -> Q, K, V -> weights -> heads -> block ->
+stack -> in use, each labelled with the chapter that builds it. The image is committed
 as book/_static/roadmap.png.
 """
 
@@ -23,13 +23,14 @@ STEPS = [
     ("Q, K, V", "X W_Q, X W_K,\nX W_V", "ch. 1, 2"),
     ("weights", "softmax(QKᵀ/√d_k)\n+ masks", "ch. 1–3"),
     ("heads", "H heads side\nby side, W_O", "ch. 4"),
-    ("block", "attention, MLP,\nLayerNorm", "ch. 5"),
-    ("stack", "N blocks;\ncost as T grows", "ch. 5, 7"),
+    ("block", "attention,\nfeed-forward,\nLayerNorm", "ch. 5"),
+    ("stack", "L blocks;\ncost as T grows", "ch. 5, 7"),
+    ("in use", "generate, train,\nbackprop,\na real BERT", "ch. 9–13"),
 ]
 
 
 def draw(path: Path) -> None:
-    fig, ax = plt.subplots(figsize=(12, 2.6), dpi=100)
+    fig, ax = plt.subplots(figsize=(14, 2.6), dpi=100)
     width, gap = 1.7, 0.45
     for i, (name, detail, chapter) in enumerate(STEPS):
         x = i * (width + gap)

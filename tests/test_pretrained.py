@@ -221,7 +221,10 @@ def test_texts_longer_than_the_trained_length_warn_once_each(model):
         warnings.simplefilter("error")
         assert len(model.tokens(words_128)) == 128
     for call in (model.tokens, model.attentions, lambda text: model.encode([text]), lambda t: model.token_ids([t])):
-        with pytest.warns(sa.LongInputWarning, match=r"text 0 has 129 tokens .* more than the 128 of the texts the model was fine-tuned on") as got:
+        with pytest.warns(
+            sa.LongInputWarning,
+            match=r"text 0 has 129 tokens .* more than the 128 of the texts the model was fine-tuned on",
+        ) as got:
             call(words_128 + "word")
         assert [w.category for w in got] == [sa.LongInputWarning]
     with pytest.warns(sa.LongInputWarning, match="text 1 has 130 tokens"):
@@ -248,7 +251,10 @@ def test_forward_warns_above_the_trained_length_and_is_silent_at_it(model):
         warnings.simplefilter("error")
         model.forward(ids, keep)
         model.forward(np.pad(ids, ((0, 1), (0, 5))), np.pad(keep, ((0, 1), (0, 5))) | np.eye(2, 133, dtype=bool))
-    with pytest.warns(sa.LongInputWarning, match=r"text 0 has 129 tokens .* more than the 128 of the texts the model was fine-tuned on") as got:
+    with pytest.warns(
+        sa.LongInputWarning,
+        match=r"text 0 has 129 tokens .* more than the 128 of the texts the model was fine-tuned on",
+    ) as got:
         model.forward(longer)
     assert [w.category for w in got] == [sa.LongInputWarning] and got[0].filename == __file__
     padded = np.concatenate([np.pad(ids, ((0, 0), (0, 1))), longer])  # row 0: 128 real tokens and padding
