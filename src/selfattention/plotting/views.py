@@ -127,7 +127,9 @@ def plot_attention(
     if query_labels is not None:
         ax.set_yticks(range(T), labels=list(query_labels))
     if key_labels is not None:
-        ax.set_xticks(range(S), labels=list(key_labels))
+        labels = [str(label) for label in key_labels]
+        crowded = sum(len(label) + 1 for label in labels) > 40  # more characters than fit side by side
+        ax.set_xticks(range(S), labels=labels, rotation=90 if crowded else 0)
     return ax
 
 
