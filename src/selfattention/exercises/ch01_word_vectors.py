@@ -57,7 +57,13 @@ SINGLE_QUERY = Exercise(
     cases=_single_query_cases,
     reference=_single_query,
     compare=compare_pair,
-    mistakes=(Mistake(partial(_single_query, scale=1.0), "It matches unscaled scores: divide each score by sqrt(Dk)"),),
+    mistakes=(
+        Mistake(partial(_single_query, scale=1.0), "It matches unscaled scores: divide each score by sqrt(Dk)"),
+        Mistake(
+            lambda query, keys, values: _single_query(query, keys, values, scale=len(keys) ** -0.5),
+            "It matches dividing by sqrt(S), the number of keys; the scale is sqrt(Dk), the width of a key",
+        ),
+    ),
 )
 
 
@@ -92,6 +98,10 @@ SOFTMAX_TEMPERATURE = Exercise(
         Mistake(
             lambda scores, tau: softmax(np.asarray(scores) * tau),
             "It matches multiplying by tau; divide the scores by tau",
+        ),
+        Mistake(
+            lambda scores, tau: softmax((np.asarray(scores) / tau).reshape(-1)).reshape(np.shape(scores)),
+            "It matches one softmax over the whole array; take it over the last axis only, so each row sums to 1",
         ),
     ),
 )
