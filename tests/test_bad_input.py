@@ -859,3 +859,9 @@ def test_checkers_take_a_tensor_of_counts_and_hint_at_bfloat16_and_tie_order():
     result = check_most_attended(topk)
     if not result:  # torch.topk's order among ties is not promised: when it differs, the hint says so
         assert "the right patches in another order" in str(result)
+
+    def reversed_top_k(weights, k):  # the right patches, least attended first: always another order
+        return np.argsort(-np.asarray(weights), axis=-1, kind="stable")[:, :k][:, ::-1]
+
+    result = check_most_attended(reversed_top_k)
+    assert not result and "the right patches in another order" in str(result)
