@@ -51,7 +51,10 @@ def next_token_probabilities(
         In ``(0, 1]``: keep the most likely tokens, in order, until their
         probability (after temperature and top-k) adds up to at least
         ``top_p``; always at least one. Among equally likely tokens at the
-        cut, the higher index comes first, as in ``transformers``.
+        cut, the higher index comes first. ``transformers`` does the same when
+        PyTorch's sort keeps equal logits in their order, as it does for rows
+        of up to 16 here; its sort is not stable on longer rows, so with ties
+        at the cut ``transformers`` may keep another of the tied tokens.
 
     Returns
     -------
@@ -95,8 +98,8 @@ def next_token_probabilities(
     probabilities = np.exp(z - z.max(axis=-1, keepdims=True))
     probabilities /= probabilities.sum(axis=-1, keepdims=True)
     if top_p is not None and top_p < 1:
-        # most likely first; among equal ones the higher index first, as transformers' stable ascending sort
-        # read backwards gives them, so a tie at the cut keeps the same token
+        # most likely first; among equal ones the higher index first, as transformers' ascending sort read
+        # backwards gives them when it keeps ties in order (torch.sort does on short rows, not on long ones)
         order = np.argsort(probabilities, axis=-1, kind="stable")[..., ::-1]
         ranked = np.take_along_axis(probabilities, order, axis=-1)
         before = np.cumsum(ranked, axis=-1) - ranked  # the probability of every token ranked above each one
