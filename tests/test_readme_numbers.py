@@ -45,7 +45,13 @@ def _quotes() -> list[tuple[str, str]]:
         ),
         ("B·H = 32", f"at B·H = 32, {ratios['4096']['efficient_threads_over_fused_time']:.2f}×"),
         ("causal one call", f"one call {c['efficient_causal_over_fused_causal_time']:.2f}×; split"),
-        ("causal split", f"split over the cores {c['threads_causal_over_fused_causal_time']:.2f}× |"),
+        ("causal split", f"split over the cores {c['threads_causal_over_fused_causal_time']:.2f}× (the same"),
+        (
+            "causal sweep noise",
+            f"took {causal['block_sweep_threads_seconds']['causal']['512'] / cs['threads_causal']:.0%} of that time in the"
+            f" block sweep's rounds, which would make it"
+            f" {causal['block_sweep_threads_seconds']['causal']['512'] / cs['fused_causal']:.2f}×",
+        ),
         (
             "memory share",
             f"| {ratios['8192']['efficient_over_numpy_memory']:.1%} ({mib[8192, 'efficient']:,.0f} MiB against {mib[8192, 'numpy']:,.0f} MiB)",

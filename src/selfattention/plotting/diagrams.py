@@ -327,8 +327,9 @@ def plot_roofline(
         ax.loglog([x], [y], markers[i % len(markers)], markersize=8, label=name)
     from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
-    for axis in (ax.xaxis, ax.yaxis):  # plain numbers at 1, 2 and 5 of each decade (20, 50, 100), not powers of ten
-        axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 1, 2, 5, 10, 20, ...
+    ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0, 7.0)))  # the rates need more labels
+    for axis in (ax.xaxis, ax.yaxis):  # plain numbers, not powers of ten
         axis.set_major_formatter(ScalarFormatter())
         axis.set_minor_formatter(NullFormatter())
     ax.annotate(  # the roof's height, readable without the grid
@@ -340,7 +341,10 @@ def plot_roofline(
         va="bottom",
         fontsize=8,
     )
-    ax.set_ylim(top=peak * 1.6)  # room for the label above the roof
+    lowest = min(min(p[1] for p in points.values()), float(np.minimum(peak, bandwidth * grid).min()))
+    decade = 10 ** np.floor(np.log10(lowest / 1.05))
+    bottom = max(m * decade for m in (1, 2, 3, 5, 7) if m * decade <= lowest / 1.05)  # a labelled tick below every point
+    ax.set_ylim(bottom=bottom, top=peak * 1.6)  # and room for the label above the roof
     ax.set_xlabel("flops per byte moved")
     ax.set_ylabel("GFLOP/s")
     ax.set_title(title)
