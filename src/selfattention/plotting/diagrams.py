@@ -343,7 +343,7 @@ def plot_roofline(
     )
     lowest = min(min(p[1] for p in points.values()), float(np.minimum(peak, bandwidth * grid).min()))
     decade = 10 ** np.floor(np.log10(lowest / 1.05))
-    bottom = max(m * decade for m in (1, 2, 3, 5, 7) if m * decade <= lowest / 1.05)  # a labelled tick below every point
+    bottom = max(m * decade for m in (1, 2, 3, 5, 7) if m * decade <= lowest / 1.05)  # a tick below every point
     ax.set_ylim(bottom=bottom, top=peak * 1.6)  # and room for the label above the roof
     ax.set_xlabel("flops per byte moved")
     ax.set_ylabel("GFLOP/s")
