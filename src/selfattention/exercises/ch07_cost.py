@@ -1,4 +1,4 @@
-"""Chapter 7 exercises: one online-softmax step, and the memory of the score matrix."""
+"""Chapter 7 exercises: one online-softmax step, the memory of the score matrix, and merging two partial softmaxes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 from ..efficient import online_softmax_update
 from ._framework import CaseList, CheckResult, Exercise, Mistake, compare_array, compare_count
 
-__all__ = ["check_online_softmax_step", "check_score_memory"]
+__all__ = ["check_online_softmax_step", "check_score_memory", "check_merge_states"]
 
 
 def _online_softmax_cases(rng: np.random.Generator) -> CaseList:
@@ -96,3 +96,70 @@ def check_score_memory(fn: Callable[..., Any]) -> CheckResult:
     See chapter 7, exercise 2.
     """
     return SCORE_MEMORY.check(fn)
+
+
+def _state_of(scores: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The online softmax's (m, l, o) after folding in ``scores`` (T, n) and ``values`` (n, Dv) from empty."""
+    m = scores.max(axis=-1, keepdims=True)
+    exps = np.exp(scores - m)
+    return m, exps.sum(axis=-1, keepdims=True), exps @ values
+
+
+def _merge_cases(rng: np.random.Generator) -> CaseList:
+    cases = []
+    for T, n1, n2, Dv, shift in [(1, 3, 2, 2, 0.0), (4, 5, 6, 3, 4.0), (6, 2, 7, 4, -3.0)]:
+        values = rng.normal(size=(n1 + n2, Dv))
+        scores = 2 * rng.normal(size=(T, n1 + n2))
+        scores[:, n1:] += shift  # the second worker's keys score higher (or lower) on the whole
+        first, second = _state_of(scores[:, :n1], values[:n1]), _state_of(scores[:, n1:], values[n1:])
+        cases.append((f"T={T}, keys {n1} + {n2}, Dv={Dv}", (*first, *second)))
+    T, Dv = 3, 2  # one worker had no keys at all: its state is still the empty one
+    empty = np.full((T, 1), -np.inf), np.zeros((T, 1)), np.zeros((T, Dv))
+    second = _state_of(rng.normal(size=(T, 4)), rng.normal(size=(4, Dv)))
+    cases.append(("the first worker saw no keys", (*empty, *second)))
+    return cases
+
+
+def _merge(m1, l1, o1, m2, l2, o2, rescale: str = "both"):
+    m = np.maximum(m1, m2)
+    a, b = (np.exp(m1 - m), np.exp(m2 - m)) if rescale != "none" else (1.0, 1.0)
+    if rescale == "l only":
+        return m, a * l1 + b * l2, o1 + o2
+    return m, a * l1 + b * l2, a * o1 + b * o2
+
+
+MERGE_STATES = Exercise(
+    name="merging two partial softmaxes",
+    chapter=7,
+    number=3,
+    cases=_merge_cases,
+    reference=_merge,
+    compare=_compare_online_step,
+    mistakes=(
+        Mistake(
+            lambda *state: _merge(*state, rescale="none"),
+            "It matches adding the two states as they are: each was computed against its own maximum, so "
+            "multiply each l and o by exp(m_i - m) first",
+        ),
+        Mistake(
+            lambda *state: _merge(*state, rescale="l only"),
+            "It matches rescaling l but not o: the output sums carry the same factor exp(m_i - m)",
+        ),
+        Mistake(
+            lambda m1, l1, o1, m2, l2, o2: (np.maximum(m1, m2), (l1 + l2) / 2, (o1 + o2) / 2),
+            "It matches averaging the two states: the workers saw different keys, so their sums add, after rescaling",
+        ),
+    ),
+)
+
+
+def check_merge_states(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(m1, l1, o1, m2, l2, o2) -> (m, l, o)``: the online softmax's state over two disjoint sets of keys.
+
+    Each ``(m_i, l_i, o_i)`` is the state after folding in one set of keys:
+    ``m_i`` (T, 1) the largest score, ``l_i`` (T, 1) the sum of
+    ``exp(s - m_i)``, ``o_i`` (T, Dv) the sum of ``exp(s - m_i)`` times the
+    values. A worker that saw no keys has ``m = -inf``, ``l = 0``, ``o = 0``.
+    See chapter 7, exercise 3.
+    """
+    return MERGE_STATES.check(fn)
