@@ -79,10 +79,16 @@ class Mistake:
     hint : str
         Appended to the failure when the learner's answer matches ``answer``;
         starts with "It matches ...".
+    detect : callable, optional
+        ``detect(answer, args) -> bool``: recognises the mistake in an answer
+        when many wrong answers share it (an exercise with many right answers
+        cannot compare with one wrong one). Without it, the answer must equal
+        ``answer(*args)`` under the exercise's comparison.
     """
 
     answer: Callable[..., Any]
     hint: str
+    detect: Callable[[Any, tuple[Any, ...]], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,9 @@ class Exercise:
     float32 : bool, default True
         Whether an answer computed from float32 copies of the arguments passes
         (the tests check that it does).
+    passes : str, default "matches the reference"
+        What a PASS says of every case; an exercise with many right answers,
+        whose comparison checks a property instead, says which.
     """
 
     name: str
@@ -119,6 +128,7 @@ class Exercise:
     compare: Compare
     mistakes: tuple[Mistake, ...] = ()
     float32: bool = True
+    passes: str = "matches the reference"
 
     def __post_init__(self) -> None:
         REGISTRY.setdefault(self.name, self)  # the declaration; a copy made with dataclasses.replace is not
@@ -168,7 +178,7 @@ class Exercise:
             if problem is not None:
                 hint = next((m.hint for m in self.mistakes if self._matches(got, m, args)), None)
                 return CheckResult(self.name, "FAIL", f"{where}: {problem}" + ("" if hint is None else f". {hint}"))
-        return CheckResult(self.name, "PASS", f"matches the reference on all {len(cases)} cases")
+        return CheckResult(self.name, "PASS", f"{self.passes} on {_all_cases(len(cases))}")
 
     def _compare(self, got: Any, want: Any) -> str | None:
         try:
@@ -178,9 +188,15 @@ class Exercise:
 
     def _matches(self, got: Any, mistake: Mistake, args: tuple[Any, ...]) -> bool:
         try:
+            if mistake.detect is not None:
+                return bool(mistake.detect(got, copy.deepcopy(args)))
             return self.compare(got, mistake.answer(*copy.deepcopy(args))) is None
         except Exception:
             return False
+
+
+def _all_cases(n: int) -> str:
+    return "its one case" if n == 1 else f"all {n} cases"
 
 
 def _check_callable(candidate: Any, name: str) -> None:
@@ -215,14 +231,21 @@ def call_learner(name: str, candidate: Any, *args: Any) -> tuple[Any, CheckResul
 def _parameter_names(function: Callable[..., Any], count: int) -> list[str]:
     """The names of ``function``'s first ``count`` parameters, for messages; "argument N" where unknown."""
     try:
-        names = [p.name for p in inspect.signature(function).parameters.values()]
+        parameters = list(inspect.signature(function).parameters.values())
     except (TypeError, ValueError):
-        names = []
-    return [names[i] if i < len(names) else f"argument {i + 1}" for i in range(count)]
+        parameters = []
+    names = []
+    for p in parameters:
+        if p.kind is inspect.Parameter.VAR_POSITIONAL:  # *args: the rest are numbered
+            break
+        names.append(p.name)
+    return [*names[:count], *(f"argument {i + 1}" for i in range(len(names), count))]
 
 
 def _same(before: Any, after: Any) -> bool:
     """Whether an argument is unchanged: arrays element for element, dicts, sequences and containers recursively."""
+    if isinstance(before, np.random.Generator):
+        return True  # a generator handed to the learner is there to be drawn from
     if isinstance(before, np.ndarray):
         return (
             isinstance(after, np.ndarray)

@@ -16,7 +16,6 @@ from ._framework import (
     Exercise,
     Mistake,
     answer_array,
-    call_learner,
     compare_array,
     compare_pair,
 )
@@ -115,6 +114,44 @@ def check_softmax_temperature(fn: Callable[..., Any]) -> CheckResult:
     return SOFTMAX_TEMPERATURE.check(fn)
 
 
+def _word_2_weights(q: np.ndarray) -> np.ndarray:
+    words, _, w_k, _ = _word_example()
+    return softmax((words @ w_k) @ q / np.sqrt(3.0))  # chapter 1's keys, scaled scores
+
+
+def _judge_word_2_query(got: Any, _example: Any) -> str | None:
+    """What is wrong with a proposed query: its form, or the weights it gives (many queries are right)."""
+    q = answer_array(got)
+    if q is None or q.shape != (3,):
+        return f"the query must be an array of 3 numbers; got {'no array' if q is None else f'shape {q.shape}'}"
+    q = q.astype(np.float64)
+    if not np.isfinite(q).all():
+        return "the query must hold finite numbers"
+    weights = _word_2_weights(q)
+    if np.argmax(weights) == 1 and np.sum(weights == weights.max()) == 1:
+        return None
+    return f"the weights are {np.round(weights, 4).tolist()}; word 2 (index 1) must be the only largest"
+
+
+QUERY_FAVOURING_WORD_2 = Exercise(
+    name="a query that favours word 2",
+    chapter=1,
+    number=2,
+    cases=lambda rng: [("chapter 1's four keys", ())],
+    reference=lambda: np.array([0.0, 1.0, -2.0]),  # one of many: key 2 scores 0, key 3 -2, key 1 -2, key 4 -1
+    compare=_judge_word_2_query,
+    mistakes=(
+        Mistake(
+            lambda: np.array([0.0, 1.0, 0.0]),
+            "It matches a query with no negative entry: key 3 is key 1 plus key 2, so with a non-negative query "
+            "it scores at least as much as key 2 (the argument in the chapter); give the query a negative entry",
+            detect=lambda got, args: answer_array(got) is not None and (answer_array(got) >= 0).all(),
+        ),
+    ),
+    passes="word 2 gets the only largest weight",
+)
+
+
 def check_query_favouring_word_2(fn: Callable[[], Any]) -> CheckResult:
     """Check ``fn() -> q``: a query of shape (3,) under which word 2 gets the largest weight.
 
@@ -123,22 +160,4 @@ def check_query_favouring_word_2(fn: Callable[[], Any]) -> CheckResult:
     must be the only largest. Many queries pass: there is no single answer.
     See chapter 1, exercise 2.
     """
-    name = "a query that favours word 2"
-    got, result = call_learner(name, fn)
-    if result is not None:
-        return result
-    q = answer_array(got)
-    if q is None or q.shape != (3,):
-        shape = "no array" if q is None else f"shape {q.shape}"
-        return CheckResult(name, "FAIL", f"the query must be an array of 3 numbers; got {shape}")
-    q = q.astype(np.float64)
-    if not np.isfinite(q).all():
-        return CheckResult(name, "FAIL", "the query must hold finite numbers")
-    words, _, w_k, _ = _word_example()
-    keys = words @ w_k  # (4, 3)
-    weights = softmax(keys @ q / np.sqrt(3.0))
-    if np.argmax(weights) == 1 and np.sum(weights == weights.max()) == 1:
-        return CheckResult(name, "PASS", f"word 2 gets the largest weight, {weights[1]:.4f}")
-    return CheckResult(
-        name, "FAIL", f"the weights are {np.round(weights, 4).tolist()}; word 2 (index 1) must be the only largest"
-    )
+    return QUERY_FAVOURING_WORD_2.check(fn)

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..attention import scaled_dot_product_attention
 from ..scores import softmax
-from ._framework import CaseList, CheckResult, Exercise, Mistake, call_learner, compare_array, compare_count
+from ._framework import CaseList, CheckResult, Exercise, Mistake, compare_array, compare_count
 
 __all__ = [
     "check_stable_softmax",
@@ -71,17 +71,11 @@ def check_head_parameter_count(fn: Callable[..., Any]) -> CheckResult:
     return HEAD_PARAMETER_COUNT.check(fn)
 
 
-def check_permutation_test(test: Callable[..., Any]) -> CheckResult:
-    """Check ``test(f, x, rng) -> bool``: whether ``f`` is permutation equivariant on ``x`` (B, T, D).
-
-    ``f`` maps (B, T, D) to (B, T, D); the test should shuffle the T tokens
-    with ``rng`` and compare ``f`` of the shuffled tokens with the shuffled
-    ``f(x)``. It must say True for a single attention head and False for the
-    same head with position embeddings added to its input. See chapter 2,
-    exercise 2.
-    """
-    name = "a permutation-equivariance test"
-    rng = np.random.default_rng(202)
+def _heads(
+    seed: int = 202,
+) -> tuple[Callable[[np.ndarray], np.ndarray], Callable[[np.ndarray], np.ndarray], np.ndarray]:
+    """A small attention head, the same head with position embeddings added to its input, and an input (2, 6, 8)."""
+    rng = np.random.default_rng(seed)
     D = 8
     w_q, w_k, w_v, w_o = (rng.normal(size=(D, D)) / np.sqrt(D) for _ in range(4))
     x = rng.normal(size=(2, 6, D))
@@ -94,19 +88,62 @@ def check_permutation_test(test: Callable[..., Any]) -> CheckResult:
     def head_with_positions(tokens: np.ndarray) -> np.ndarray:
         return head(tokens + positions)
 
-    verdicts = []
-    for f in (head, head_with_positions):
-        got, result = call_learner(name, test, f, x, np.random.default_rng(2))
-        if result is not None:
-            return result
-        if not isinstance(got, (bool, np.bool_)):
-            return CheckResult(name, "FAIL", f"the test must return True or False; got {got!r}")
-        verdicts.append(bool(got))
-    if verdicts == [True, False]:
-        return CheckResult(name, "PASS", "True for an attention head, False once positions are added")
-    return CheckResult(
-        name,
-        "FAIL",
-        f"got {verdicts[0]} for an attention head (expected True) and {verdicts[1]} with positions added "
-        "(expected False)",
-    )
+    return head, head_with_positions, x
+
+
+def _permutation_cases(rng: np.random.Generator) -> CaseList:
+    head, head_with_positions, x = _heads()
+    return [
+        ("one attention head: expected True", (head, x, np.random.default_rng(2))),
+        ("the same head with position embeddings: expected False", (head_with_positions, x, np.random.default_rng(2))),
+    ]
+
+
+def _permutation_test(
+    f: Callable[[np.ndarray], np.ndarray], x: np.ndarray, rng: np.random.Generator, **kw: Any
+) -> bool:
+    perm = rng.permutation(x.shape[1])
+    unpermuted = kw.get("unpermuted", False)  # the mistake: compare with f(x) itself
+    return bool(np.allclose(f(x[:, perm]), f(x) if unpermuted else f(x)[:, perm], rtol=1e-4, atol=1e-5))
+
+
+def _compare_verdict(got: Any, expected: bool) -> str | None:
+    if not isinstance(got, (bool, np.bool_)):
+        return f"the test must return True or False; got {got!r}"
+    return None if bool(got) == expected else f"got {bool(got)}"
+
+
+PERMUTATION_TEST = Exercise(
+    name="a permutation-equivariance test",
+    chapter=2,
+    number=2,
+    cases=_permutation_cases,
+    reference=_permutation_test,
+    compare=_compare_verdict,
+    mistakes=(
+        Mistake(
+            lambda f, x, rng: True,
+            "It matches a test that always says True: once positions are added, permuting the tokens changes "
+            "more than the order of the outputs",
+        ),
+        Mistake(
+            lambda f, x, rng: _permutation_test(f, x, rng, unpermuted=True),
+            "It matches comparing f(x[:, perm]) with f(x) itself: the outputs come back permuted, so permute "
+            "f(x) the same way before comparing",
+        ),
+    ),
+    float32=False,  # the answer is a verdict, and the head's inputs are fixed by the checker
+    passes="the right verdict",
+)
+
+
+def check_permutation_test(test: Callable[..., Any]) -> CheckResult:
+    """Check ``test(f, x, rng) -> bool``: whether ``f`` is permutation equivariant on ``x`` (B, T, D).
+
+    ``f`` maps (B, T, D) to (B, T, D); the test should shuffle the T tokens
+    with ``rng`` and compare ``f`` of the shuffled tokens with the shuffled
+    ``f(x)``. It must say True for a single attention head and False for the
+    same head with position embeddings added to its input. See chapter 2,
+    exercise 2.
+    """
+    return PERMUTATION_TEST.check(test)
