@@ -8,9 +8,12 @@ diagnostics, and answers that match no declared mistake.
 from __future__ import annotations
 
 import copy
+import itertools
 import re
 import subprocess
 import sys
+from dataclasses import replace as dataclasses_replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +28,7 @@ from selfattention import (
 from selfattention import exercises as ex
 from selfattention.exercises._framework import REGISTRY, _all_cases
 
+ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = list(REGISTRY.values())
 MISTAKES = [
     pytest.param(exercise, mistake, id=f"{exercise.name}: {mistake.hint[len('It matches ') :][:40]}")
@@ -58,7 +62,9 @@ def test_the_reference_passes_and_a_stub_is_todo(exercise):
     result = exercise.check(exercise.reference)
     assert (
         result
-        and repr(result) == f"PASS {exercise.name}: {exercise.passes} on {_all_cases(len(_descriptions(exercise)))}"
+        and repr(result)
+        == f"PASS {exercise.name}: {exercise.passes} on {_all_cases(len(_descriptions(exercise)))}. "
+        + exercise.next_exercise()
     )
     todo = exercise.check(_stub)
     assert not todo and todo.status == "TODO" and repr(todo) == f"TODO {exercise.name}: not implemented yet"
@@ -395,3 +401,30 @@ def test_the_cross_attention_count_is_torch_s():
         return sum(p.numel() for p in module.parameters())
 
     assert ex.check_cross_attention_count(torch_count)
+
+
+def test_every_exercise_says_what_it_asks_for_and_points_to_the_next():
+    from selfattention.exercises._framework import KINDS
+
+    ordered = sorted(EXERCISES, key=lambda e: (e.chapter, e.number))
+    for chapter in {e.chapter for e in ordered}:  # each chapter's exercises numbered 1, 2, ... without gaps
+        assert [e.number for e in ordered if e.chapter == chapter] == list(
+            range(1, 1 + sum(e.chapter == chapter for e in ordered))
+        )
+    for exercise, following in itertools.pairwise(ordered):
+        assert exercise.kind in KINDS and exercise.concept
+        assert exercise.next_exercise() == (
+            f"Next: chapter {following.chapter}, exercise {following.number} ({following.name})."
+        )
+    assert ordered[-1].next_exercise() == "That was the course's last exercise."
+    with pytest.raises(ValueError, match="kind must be one of"):
+        dataclasses_replace(ordered[0], kind="guess")
+    with pytest.raises(ValueError, match="names the concept it checks"):
+        dataclasses_replace(ordered[0], concept="")
+
+
+def test_the_exercise_index_page_lists_every_exercise_as_declared():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from make_exercise_index import index_page
+
+    assert (ROOT / "book" / "exercises.md").read_text() == index_page(), "run scripts/make_exercise_index.py"

@@ -27,6 +27,19 @@ Compare = Callable[[Any, Any], "str | None"]  # (answer, expected) -> what is wr
 
 REGISTRY: dict[str, Exercise] = {}  # every declared exercise, by name
 
+#: What an exercise can ask for: write what the chapter describes, derive a formula and code it, count
+#: parameters or bytes, find an input with a property, write a test, predict what training finds, or go
+#: one step past the chapter.
+KINDS = {
+    "implement": "write what the chapter describes, without the package's function",
+    "derive": "work out a formula the chapter does not give, then code it",
+    "count": "count parameters, tokens or bytes from the shapes",
+    "search": "find an input or a component with a given property",
+    "test": "write a test that tells a right implementation from a wrong one",
+    "predict": "say what a trained model must do, then check it",
+    "extend": "go one step past what the chapter built",
+}
+
 # How close an answer must be. Tight for float64 answers; for answers in float32
 # loose enough for its rounding (the reference computed in float32 stays within
 # about 1e-5 of the float64 reference on every case), with the absolute part
@@ -118,6 +131,10 @@ class Exercise:
     passes : str, default "matches the reference"
         What a PASS says of every case; an exercise with many right answers,
         whose comparison checks a property instead, says which.
+    kind : str
+        What the exercise asks for, one of :data:`KINDS`.
+    concept : str
+        The idea it checks, for the course's index of exercises.
     """
 
     name: str
@@ -129,9 +146,24 @@ class Exercise:
     mistakes: tuple[Mistake, ...] = ()
     float32: bool = True
     passes: str = "matches the reference"
+    kind: str = ""
+    concept: str = ""
 
     def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {sorted(KINDS)}; got {self.kind!r} for {self.name!r}")
+        if not self.concept:
+            raise ValueError(f"every exercise names the concept it checks; {self.name!r} has none")
         REGISTRY.setdefault(self.name, self)  # the declaration; a copy made with dataclasses.replace is not
+
+    def next_exercise(self) -> str:
+        """Where to go after this one: the next declared exercise in course order, or that there is none."""
+        ordered = sorted(REGISTRY.values(), key=lambda e: (e.chapter, e.number))
+        later = [e for e in ordered if (e.chapter, e.number) > (self.chapter, self.number)]
+        if not later:
+            return "That was the course's last exercise."
+        following = later[0]
+        return f"Next: chapter {following.chapter}, exercise {following.number} ({following.name})."
 
     def check(self, candidate: Any) -> CheckResult:
         """Run ``candidate`` on every case; stop at the first that fails and name the mistake it matches.
@@ -178,7 +210,7 @@ class Exercise:
             if problem is not None:
                 hint = next((m.hint for m in self.mistakes if self._matches(got, m, args)), None)
                 return CheckResult(self.name, "FAIL", f"{where}: {problem}" + ("" if hint is None else f". {hint}"))
-        return CheckResult(self.name, "PASS", f"{self.passes} on {_all_cases(len(cases))}")
+        return CheckResult(self.name, "PASS", f"{self.passes} on {_all_cases(len(cases))}. {self.next_exercise()}")
 
     def _compare(self, got: Any, want: Any) -> str | None:
         try:

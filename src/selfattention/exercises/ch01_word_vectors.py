@@ -51,6 +51,8 @@ def _single_query(query: np.ndarray, keys: np.ndarray, values: np.ndarray, scale
 
 SINGLE_QUERY = Exercise(
     name="single-query attention",
+    kind="implement",
+    concept="attention for one query",
     chapter=1,
     number=1,
     cases=_single_query_cases,
@@ -88,6 +90,8 @@ def _softmax_temperature_cases(rng: np.random.Generator) -> CaseList:
 
 SOFTMAX_TEMPERATURE = Exercise(
     name="softmax with temperature",
+    kind="extend",
+    concept="how a temperature sharpens or flattens the weights",
     chapter=1,
     number=3,
     cases=_softmax_temperature_cases,
@@ -135,6 +139,8 @@ def _judge_word_2_query(got: Any, _example: Any) -> str | None:
 
 QUERY_FAVOURING_WORD_2 = Exercise(
     name="a query that favours word 2",
+    kind="search",
+    concept="why one key wins, and how to make another win",
     chapter=1,
     number=2,
     cases=lambda rng: [("chapter 1's four keys", ())],

@@ -30,6 +30,8 @@ def _stable_softmax_cases(rng: np.random.Generator) -> CaseList:
 
 STABLE_SOFTMAX = Exercise(
     name="stable softmax",
+    kind="implement",
+    concept="the softmax without overflow",
     chapter=2,
     number=1,
     cases=_stable_softmax_cases,
@@ -52,6 +54,8 @@ def check_stable_softmax(fn: Callable[..., Any]) -> CheckResult:
 
 HEAD_PARAMETER_COUNT = Exercise(
     name="parameter count",
+    kind="count",
+    concept="the weights of an attention layer",
     chapter=2,
     number=3,
     cases=lambda rng: [(f"d_model={d}, d_k={k}", (d, k)) for d, k in [(768, 64), (512, 64), (3, 3), (10, 7)]],
@@ -115,6 +119,8 @@ def _compare_verdict(got: Any, expected: bool) -> str | None:
 
 PERMUTATION_TEST = Exercise(
     name="a permutation-equivariance test",
+    kind="test",
+    concept="attention ignores order until positions are added",
     chapter=2,
     number=2,
     cases=_permutation_cases,

@@ -25,6 +25,8 @@ def _scores(q: np.ndarray, k: np.ndarray, scaled: bool = True) -> np.ndarray:
 
 BATCHED_SCORES = Exercise(
     name="batched scores",
+    kind="implement",
+    concept="scores over any batch axes",
     chapter=3,
     number=1,
     cases=_batched_scores_cases,
@@ -65,6 +67,8 @@ def _compare_additive_mask(got: Any, expected: np.ndarray) -> str | None:
 
 ADDITIVE_MASK = Exercise(
     name="additive mask",
+    kind="implement",
+    concept="boolean and additive mask conventions",
     chapter=3,
     number=2,
     cases=_additive_mask_cases,
@@ -117,6 +121,8 @@ def _compare_no_key(got: Any, expected: np.ndarray) -> str | None:
 
 QUERIES_WITHOUT_KEYS = Exercise(
     name="queries with no key",
+    kind="derive",
+    concept="padding and the causal mask together",
     chapter=3,
     number=3,
     cases=_no_key_cases,

@@ -20,6 +20,8 @@ def _split_heads_cases(rng: np.random.Generator) -> CaseList:
 
 SPLIT_HEADS = Exercise(
     name="split heads",
+    kind="implement",
+    concept="splitting the width into heads",
     chapter=4,
     number=1,
     cases=_split_heads_cases,
@@ -44,6 +46,8 @@ def check_split_heads(fn: Callable[..., Any]) -> CheckResult:
 
 MERGE_HEADS = Exercise(
     name="merge heads",
+    kind="implement",
+    concept="merging heads back",
     chapter=4,
     number=2,
     cases=lambda rng: [
@@ -75,6 +79,8 @@ def _cross_attention_count(D: int, kdim: int, vdim: int, bias: bool) -> int:
 
 CROSS_ATTENTION_COUNT = Exercise(
     name="cross-attention parameter count",
+    kind="count",
+    concept="the weights of cross-attention",
     chapter=4,
     number=3,
     cases=lambda rng: [

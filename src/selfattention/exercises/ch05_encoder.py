@@ -33,6 +33,8 @@ def _rms_norm_eps_outside(x: np.ndarray, weight: np.ndarray, eps: float) -> np.n
 
 RMS_NORM = Exercise(
     name="RMSNorm",
+    kind="extend",
+    concept="a LayerNorm without the mean",
     chapter=5,
     number=1,
     cases=_rms_norm_cases,
@@ -89,6 +91,8 @@ def _no_second_residual(x: np.ndarray, p: EncoderParams, num_heads: int, mask: n
 
 PRE_NORM_BLOCK = Exercise(
     name="pre-norm block",
+    kind="extend",
+    concept="the pre-norm encoder block",
     chapter=5,
     number=2,
     cases=_pre_norm_block_cases,
@@ -124,6 +128,8 @@ def _encoder_count(D: int, F: int) -> int:
 
 ENCODER_PARAMETER_COUNT = Exercise(
     name="encoder parameter count",
+    kind="count",
+    concept="the weights of an encoder block",
     chapter=5,
     number=3,
     cases=lambda rng: [

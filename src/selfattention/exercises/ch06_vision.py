@@ -28,6 +28,8 @@ def _patchify_channels_last(images: np.ndarray, p: int) -> np.ndarray:
 
 PATCHIFY = Exercise(
     name="patchify",
+    kind="implement",
+    concept="an image as a sequence of patches",
     chapter=6,
     number=1,
     cases=_patchify_cases,
@@ -83,6 +85,8 @@ def _conv_attention_with(x: np.ndarray, state: dict[str, np.ndarray], change: st
 
 CONV_SELF_ATTENTION = Exercise(
     name="convolutional self-attention",
+    kind="implement",
+    concept="attention over a feature map",
     chapter=6,
     number=2,
     cases=_conv_self_attention_cases,
@@ -129,6 +133,8 @@ def _t2t_count(dim: int, chan: int, qkv_bias: bool) -> int:
 
 T2T_PARAMETER_COUNT = Exercise(
     name="T2T parameter count",
+    kind="count",
+    concept="the weights of T2T attention",
     chapter=6,
     number=3,
     cases=lambda rng: [

@@ -40,6 +40,8 @@ def _online_step_without_rescaling(
 
 ONLINE_SOFTMAX_STEP = Exercise(
     name="online softmax step",
+    kind="implement",
+    concept="folding one block of keys into the online softmax",
     chapter=7,
     number=1,
     cases=_online_softmax_cases,
@@ -69,6 +71,8 @@ def _score_memory(batch: int, heads: int, T: int, S: int, bytes_per_number: int)
 
 SCORE_MEMORY = Exercise(
     name="score memory",
+    kind="count",
+    concept="the memory of the scores",
     chapter=7,
     number=2,
     cases=lambda rng: [
@@ -130,6 +134,8 @@ def _merge(m1, l1, o1, m2, l2, o2, rescale: str = "both"):
 
 MERGE_STATES = Exercise(
     name="merging two partial softmaxes",
+    kind="derive",
+    concept="combining online-softmax states",
     chapter=7,
     number=3,
     cases=_merge_cases,

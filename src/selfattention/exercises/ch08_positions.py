@@ -31,6 +31,8 @@ def _sinusoidal_with(exponent: Callable[[np.ndarray, int], np.ndarray], swap: bo
 
 SINUSOIDAL = Exercise(
     name="sinusoidal positions",
+    kind="implement",
+    concept="the sinusoidal position table",
     chapter=8,
     number=1,
     cases=lambda rng: [(f"T={T}, D={D}", (T, D)) for T, D in [(4, 4), (10, 8), (50, 16), (7, 2), (100, 64)]],
@@ -92,6 +94,8 @@ def _rope_wrong_frequencies(x: np.ndarray, positions: np.ndarray) -> np.ndarray:
 
 ROPE = Exercise(
     name="rotate-half RoPE",
+    kind="implement",
+    concept="rotary positions in the rotate-half layout",
     chapter=8,
     number=2,
     cases=_rope_cases,
@@ -132,6 +136,8 @@ def check_rope(fn: Callable[..., Any]) -> CheckResult:
 
 ALIBI_SLOPES = Exercise(
     name="ALiBi slopes",
+    kind="implement",
+    concept="ALiBi's slopes for any number of heads",
     chapter=8,
     number=3,
     cases=lambda rng: [(f"H={H}", (H,)) for H in (8, 12, 1, 2, 6, 16, 20)],

@@ -19,6 +19,8 @@ _NAN_HINT = "check for a division by zero or an exponential of a large score"
 
 REPEAT_KV = Exercise(
     name="repeat_kv",
+    kind="implement",
+    concept="sharing key/value heads (GQA)",
     chapter=9,
     number=1,
     cases=lambda rng: [
@@ -55,6 +57,8 @@ def _cache_bytes(num_layers: int, num_heads: int, num_kv_heads: int, head_dim: i
 
 KV_CACHE_BYTES = Exercise(
     name="KV-cache bytes",
+    kind="count",
+    concept="the size of a KV cache",
     chapter=9,
     number=2,
     cases=lambda rng: [
@@ -137,6 +141,8 @@ def _decode_no_mask(q_new, k_new, v_new, k_cache, v_cache):
 
 DECODE_STEP = Exercise(
     name="one decoding step",
+    kind="extend",
+    concept="attention with a cache and the lower-right mask",
     chapter=9,
     number=3,
     cases=_decode_cases,

@@ -26,6 +26,8 @@ def _softmax_cases(rng: np.random.Generator) -> CaseList:
 
 SOFTMAX_BACKWARD = Exercise(
     name="softmax backward",
+    kind="derive",
+    concept="the softmax's Jacobian-vector product",
     chapter=10,
     number=1,
     cases=_softmax_cases,
@@ -86,6 +88,8 @@ def _head_no_scale(grad_out, q, k, v):
 
 HEAD_GRADIENTS = Exercise(
     name="dQ and dV of one head",
+    kind="derive",
+    concept="one head's backward",
     chapter=10,
     number=2,
     cases=_head_cases,
@@ -147,6 +151,8 @@ def _key_block_softmax(grad_out, q, k_block, v_block, out, lse):
 
 KEY_BLOCK_BACKWARD = Exercise(
     name="one key block of the memory-efficient backward",
+    kind="extend",
+    concept="the recomputing backward, one tile",
     chapter=10,
     number=3,
     cases=_key_block_cases,

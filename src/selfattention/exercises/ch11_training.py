@@ -32,6 +32,8 @@ def _one_hot(targets: np.ndarray, V: int) -> np.ndarray:
 
 CROSS_ENTROPY_GRAD = Exercise(
     name="the cross-entropy gradient",
+    kind="derive",
+    concept="the gradient of the loss",
     chapter=11,
     number=1,
     cases=_ce_cases,
@@ -130,6 +132,8 @@ def _compare_adam(got: Any, expected: tuple[np.ndarray, ...]) -> str | None:
 
 ADAM_STEP = Exercise(
     name="one Adam step",
+    kind="implement",
+    concept="Adam's update",
     chapter=11,
     number=2,
     cases=_adam_cases,
@@ -179,6 +183,8 @@ def _pattern(length: int, offset: int) -> np.ndarray:
 
 COPY_PATTERN = Exercise(
     name="the head pattern of a shifted copy",
+    kind="predict",
+    concept="what a trained head must learn",
     chapter=11,
     number=3,
     cases=lambda rng: [(f"T={T}, offset={k}", (T, k)) for T, k in [(6, 1), (8, 3), (5, 0), (7, 6)]],

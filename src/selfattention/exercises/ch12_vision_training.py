@@ -35,6 +35,8 @@ def _compare_counts(got: Any, expected: tuple[int, int, int]) -> str | None:
 
 TOKEN_COUNT = Exercise(
     name="patches and tokens",
+    kind="count",
+    concept="the tokens of an image",
     chapter=12,
     number=1,
     cases=lambda rng: [
@@ -94,6 +96,8 @@ def _summed_heads(weights: np.ndarray) -> np.ndarray:
 
 ROLLOUT = Exercise(
     name="attention rollout for two layers",
+    kind="implement",
+    concept="attention rollout",
     chapter=12,
     number=2,
     cases=_rollout_cases,
@@ -168,6 +172,8 @@ def _compare_indices(got: Any, expected: np.ndarray) -> str | None:
 
 MOST_ATTENDED = Exercise(
     name="the most attended patches",
+    kind="implement",
+    concept="ranking patches for a deletion test",
     chapter=12,
     number=3,
     cases=_attended_cases,

@@ -25,6 +25,8 @@ def _pool_cases(rng: np.random.Generator) -> CaseList:
 
 MEAN_POOL = Exercise(
     name="mean pooling over real tokens",
+    kind="implement",
+    concept="mean pooling with padding",
     chapter=13,
     number=1,
     cases=_pool_cases,
@@ -117,6 +119,8 @@ def _with_wrap(weights: np.ndarray) -> tuple[int, int]:
 
 PREVIOUS_TOKEN_HEAD = Exercise(
     name="the previous-token head",
+    kind="search",
+    concept="finding a head by its pattern",
     chapter=13,
     number=2,
     cases=_head_cases,
@@ -210,6 +214,8 @@ def _compare_count(got: Any, expected: int) -> str | None:
 
 PARAMETER_COUNT = Exercise(
     name="BERT's parameter count",
+    kind="count",
+    concept="the weights of a BERT from its config",
     chapter=13,
     number=3,
     cases=lambda rng: [
