@@ -8,12 +8,11 @@ from typing import Any
 import numpy as np
 
 from ..attention import scaled_dot_product_attention
-from ..decoding import kv_cache_bytes
 from ..masks import causal_mask
 from ..multihead import repeat_kv
 from ._framework import CaseList, CheckResult, Exercise, Mistake, compare_array, compare_count
 
-__all__ = ["check_repeat_kv", "check_kv_cache_bytes", "check_decode_step"]
+__all__ = ["check_repeat_kv", "check_cache_crossover", "check_decode_step"]
 
 _NAN_HINT = "check for a division by zero or an exponential of a large score"
 
@@ -51,51 +50,64 @@ def check_repeat_kv(fn: Callable[..., Any]) -> CheckResult:
     return REPEAT_KV.check(fn)
 
 
-def _cache_bytes(num_layers: int, num_heads: int, num_kv_heads: int, head_dim: int, bytes_per_value: int, tokens: int):
-    return kv_cache_bytes(num_layers, num_kv_heads, head_dim, bytes_per_value, tokens)
+def _crossover(
+    num_layers: int, num_heads: int, num_kv_heads: int, head_dim: int, num_parameters: int, batch: int, **wrong: Any
+) -> int:
+    """The fewest tokens per sequence at which a batch's KV cache holds at least as many numbers as the weights."""
+    heads = num_heads if wrong.get("query_heads") else num_kv_heads
+    sequences = 1 if wrong.get("one") else batch
+    per_token = (1 if wrong.get("keys_only") else 2) * num_layers * heads * head_dim * sequences
+    return num_parameters // per_token if wrong.get("floor") else -(-num_parameters // per_token)  # ceiling
 
 
-KV_CACHE_BYTES = Exercise(
-    name="KV-cache bytes",
-    kind="count",
-    concept="the size of a KV cache",
+CACHE_CROSSOVER = Exercise(
+    name="when the cache outweighs the weights",
+    kind="derive",
+    concept="the KV cache against the weights, and what GQA changes",
     chapter=9,
     number=2,
     cases=lambda rng: [
-        (f"layers={L}, H={H}, Hkv={Hkv}, Dh={Dh}, {b} bytes, {t} tokens", (L, H, Hkv, Dh, b, t))
-        for L, H, Hkv, Dh, b, t in [
-            (32, 32, 8, 128, 4, 1),  # Llama-3-8B, one token in float32
-            (32, 32, 32, 128, 2, 4096),  # Llama-2-7B, a full context
-            (32, 71, 1, 64, 2, 2048),  # Falcon-7B
-            (2, 4, 2, 16, 4, 10),
+        (f"{name}, batch {batch}", (L, H, Hkv, Dh, params, batch))
+        for name, L, H, Hkv, Dh, params, batch in [
+            ("Llama-2-7B", 32, 32, 32, 128, 6_738_415_616, 1),
+            ("Llama-2-7B", 32, 32, 32, 128, 6_738_415_616, 16),
+            ("Llama-3-8B", 32, 32, 8, 128, 8_030_261_248, 1),
+            ("Falcon-7B", 32, 71, 1, 64, 6_921_720_704, 8),
+            ("a tiny decoder", 2, 4, 2, 16, 10_000, 3),
         ]
     ],
-    reference=_cache_bytes,
-    compare=compare_count("the number of bytes", "got {got:,}, which is not the bytes the cache holds"),
+    reference=_crossover,
+    compare=compare_count("the number of tokens", "got {got:,} tokens"),
     mistakes=(
         Mistake(
-            lambda L, H, Hkv, Dh, b, t: kv_cache_bytes(L, H, Dh, b, t),
+            lambda *a: _crossover(*a, query_heads=True),
             "It matches counting the query heads; only the Hkv key/value heads are cached",
         ),
         Mistake(
-            lambda L, H, Hkv, Dh, b, t: kv_cache_bytes(L, Hkv, Dh, b, t) // 2,
+            lambda *a: _crossover(*a, keys_only=True),
             "It matches caching only the keys; the values are cached too, hence a factor of 2",
         ),
         Mistake(
-            lambda L, H, Hkv, Dh, b, t: kv_cache_bytes(L, Hkv, Dh, b, t) * 8,
-            "It matches counting bits; the answer is in bytes",
+            lambda *a: _crossover(*a, one=True),
+            "It matches one sequence's cache; every sequence of the batch has its own, the weights are shared",
+        ),
+        Mistake(
+            lambda *a: _crossover(*a, floor=True),
+            "It matches rounding down: at that many tokens the cache is still smaller; round up",
         ),
     ),
     float32=False,
 )
 
 
-def check_kv_cache_bytes(fn: Callable[..., Any]) -> CheckResult:
-    """Check ``fn(num_layers, num_heads, num_kv_heads, head_dim, bytes_per_value, tokens) -> int``.
+def check_cache_crossover(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(num_layers, num_heads, num_kv_heads, head_dim, num_parameters, batch) -> int``.
 
+    The fewest tokens per sequence at which a batch's KV cache holds at least
+    as many numbers as the model's weights (stored in the same precision).
     See chapter 9, exercise 2.
     """
-    return KV_CACHE_BYTES.check(fn)
+    return CACHE_CROSSOVER.check(fn)
 
 
 def _decode_step(q_new, k_new, v_new, k_cache, v_cache):
