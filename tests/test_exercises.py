@@ -428,3 +428,18 @@ def test_the_exercise_index_page_lists_every_exercise_as_declared():
     from make_exercise_index import index_page
 
     assert (ROOT / "book" / "exercises.md").read_text() == index_page(), "run scripts/make_exercise_index.py"
+
+
+def test_the_rolling_buffer_reference_is_the_package_s_sliding_window_cache():
+    from selfattention import SlidingWindowCache
+    from selfattention.exercises.ch09_decoding import _rolling_update
+
+    rng = np.random.default_rng(0)
+    for window in (1, 2, 3, 5):
+        cache, buffer, position = SlidingWindowCache(window), np.zeros((window, 2)), 0
+        for t in (2, 1, 7, 1, 3):
+            keys = rng.normal(size=(1, t, 2))
+            theirs, _ = cache.update(keys, keys)
+            mine, buffer = _rolling_update(buffer, position, keys[0], window)
+            np.testing.assert_array_equal(mine, theirs[0])
+            position += t

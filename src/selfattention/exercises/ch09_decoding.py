@@ -7,12 +7,10 @@ from typing import Any
 
 import numpy as np
 
-from ..attention import scaled_dot_product_attention
-from ..masks import causal_mask
 from ..multihead import repeat_kv
 from ._framework import CaseList, CheckResult, Exercise, Mistake, compare_array, compare_count
 
-__all__ = ["check_repeat_kv", "check_cache_crossover", "check_decode_step"]
+__all__ = ["check_repeat_kv", "check_cache_crossover", "check_rolling_buffer"]
 
 _NAN_HINT = "check for a division by zero or an exponential of a large score"
 
@@ -110,87 +108,70 @@ def check_cache_crossover(fn: Callable[..., Any]) -> CheckResult:
     return CACHE_CROSSOVER.check(fn)
 
 
-def _decode_step(q_new, k_new, v_new, k_cache, v_cache):
-    k_all = np.concatenate([k_cache, k_new], axis=-2)  # (S, Dh): the cache, then the new tokens
-    v_all = np.concatenate([v_cache, v_new], axis=-2)
-    mask = causal_mask(q_new.shape[-2], k_all.shape[-2])  # lower-right: new query i sits at S - t + i
-    return scaled_dot_product_attention(q_new, k_all, v_all, mask=mask)[0]
+def _rolling_update(
+    buffer: np.ndarray, position: int, new: np.ndarray, window: int, *, slot_order: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
+    """A rolling buffer's update: the cached keys oldest first, then the new ones; and the buffer afterwards."""
+    kept = min(position, window)
+    if slot_order:  # the mistake: the slots as they lie, which is position order only until the buffer wraps
+        cached = buffer[:kept]
+    else:
+        cached = buffer[np.arange(position - kept, position) % window]  # token p lives in slot p % window
+    after = buffer.copy()
+    for offset, key in enumerate(new):
+        after[(position + offset) % window] = key  # later tokens overwrite earlier ones in a long chunk
+    return np.concatenate([cached, new]), after
 
 
-def _decode_cases(rng: np.random.Generator) -> CaseList:
+def _rolling_cases(rng: np.random.Generator) -> CaseList:
     cases = []
-    for t, cached, Dh in [(1, 5, 4), (1, 1, 3), (3, 4, 4), (2, 6, 8)]:
-        q, k, v = rng.normal(size=(3, t, Dh))
-        k_cache, v_cache = rng.normal(size=(2, cached, Dh))
-        cases.append((f"t={t} new, {cached} cached, Dh={Dh}", (q, k, v, k_cache, v_cache)))
+    for window, position, t in [(3, 0, 2), (3, 2, 1), (3, 5, 1), (4, 6, 2), (4, 6, 6), (2, 7, 3)]:
+        buffer = np.zeros((window, 2))
+        for p in range(position):  # the buffer as it stands after `position` tokens: token p in slot p % window
+            buffer[p % window] = rng.normal(size=2)
+        new = rng.normal(size=(t, 2))
+        cases.append((f"window {window}, {position} tokens so far, {t} new", (buffer, position, new, window)))
     return cases
 
 
-def _decode_without_new(q_new, k_new, v_new, k_cache, v_cache):
-    return scaled_dot_product_attention(q_new, k_cache, v_cache)[0]
+def _compare_rolling(got: Any, expected: tuple[np.ndarray, np.ndarray]) -> str | None:
+    if not isinstance(got, (tuple, list)) or len(got) != 2:
+        return f"should return a pair (keys, new_buffer); got {type(got).__name__}"
+    return compare_array("keys")(got[0], expected[0]) or compare_array("new buffer")(got[1], expected[1])
 
 
-def _decode_upper_left(q_new, k_new, v_new, k_cache, v_cache):
-    k_all, v_all = np.concatenate([k_cache, k_new], axis=-2), np.concatenate([v_cache, v_new], axis=-2)
-    t, S = q_new.shape[-2], k_all.shape[-2]
-    upper_left = np.tril(np.ones((t, S), dtype=bool))  # query i sees keys 0 … i
-    return scaled_dot_product_attention(q_new, k_all, v_all, mask=upper_left)[0]
-
-
-def _decode_new_only(q_new, k_new, v_new, k_cache, v_cache):
-    return scaled_dot_product_attention(q_new, k_new, v_new, mask=causal_mask(q_new.shape[-2]))[0]
-
-
-def _decode_new_first(q_new, k_new, v_new, k_cache, v_cache):
-    k_all, v_all = np.concatenate([k_new, k_cache], axis=-2), np.concatenate([v_new, v_cache], axis=-2)
-    return scaled_dot_product_attention(q_new, k_all, v_all, mask=causal_mask(q_new.shape[-2], k_all.shape[-2]))[0]
-
-
-def _decode_no_mask(q_new, k_new, v_new, k_cache, v_cache):
-    k_all, v_all = np.concatenate([k_cache, k_new], axis=-2), np.concatenate([v_cache, v_new], axis=-2)
-    return scaled_dot_product_attention(q_new, k_all, v_all)[0]
-
-
-DECODE_STEP = Exercise(
-    name="one decoding step",
+ROLLING_BUFFER = Exercise(
+    name="a rolling buffer's update",
     kind="extend",
-    concept="attention with a cache and the lower-right mask",
+    concept="the index arithmetic of a sliding-window cache",
     chapter=9,
     number=3,
-    cases=_decode_cases,
-    reference=_decode_step,
-    compare=compare_array("output", _NAN_HINT),
+    cases=_rolling_cases,
+    reference=_rolling_update,
+    compare=_compare_rolling,
     mistakes=(
         Mistake(
-            _decode_without_new,
-            "It matches attending to the cache alone; append the new keys and values first, so each new token "
-            "also sees itself",
+            lambda *args: _rolling_update(*args, slot_order=True),
+            "It matches reading the slots in slot order; once the buffer has wrapped, slot order is not position "
+            "order: token p lives in slot p % window, so read positions position - kept ... position - 1",
         ),
         Mistake(
-            _decode_new_only,
-            "It matches attending to the new tokens alone; the cached keys and values come first, then the new ones",
-        ),
-        Mistake(
-            _decode_new_first,
-            "It matches putting the new tokens before the cache; the cache holds the earlier positions, so it "
-            "comes first: np.concatenate([k_cache, k_new])",
-        ),
-        Mistake(
-            _decode_upper_left,
-            "It matches the upper-left causal mask (np.tril); the new queries are the last t positions, so use "
-            "the lower-right mask, causal_mask(t, S)",
-        ),
-        Mistake(
-            _decode_no_mask,
-            "It matches no mask: with t > 1 new tokens, each must not see the new tokens after it",
+            lambda buffer, position, new, window: (np.concatenate([buffer, new]), buffer),
+            "It matches returning every slot and leaving the buffer unchanged; before the buffer is full only "
+            "`position` slots hold tokens, and the new tokens must be written in",
         ),
     ),
 )
 
 
-def check_decode_step(fn: Callable[..., Any]) -> CheckResult:
-    """Check ``fn(q_new, k_new, v_new, k_cache, v_cache) -> (t, Dh)``: attend from t new tokens over cache + new.
+def check_rolling_buffer(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(buffer, position, new, window) -> (keys, new_buffer)``: one update of a rolling key buffer.
 
+    ``buffer`` is (window, Dh) and holds token ``p`` in slot ``p % window`` for
+    the last ``min(position, window)`` tokens; ``new`` is (t, Dh), the keys
+    of tokens ``position ... position + t - 1``. ``keys`` is the cached keys,
+    oldest first, followed by the new ones; ``new_buffer`` is a new array, the
+    buffer after writing the new tokens in (``buffer`` itself unchanged).
     See chapter 9, exercise 3.
     """
-    return DECODE_STEP.check(fn)
+    return ROLLING_BUFFER.check(fn)
