@@ -847,10 +847,10 @@ def test_plots_and_figures_take_numpy_scalars_and_refuse_what_they_cannot_draw()
 
 
 def test_checkers_take_a_tensor_of_counts_and_hint_at_bfloat16_and_tie_order():
-    from selfattention.exercises import check_most_attended, check_sinusoidal_positions, check_token_count
+    from selfattention.exercises import check_most_attended, check_rope, check_token_count
 
     assert check_token_count(lambda s, p, c: torch.tensor([(s // p) ** 2, (s // p) ** 2 + 1, c * p * p]))
-    result = check_sinusoidal_positions(lambda T, D: torch.from_numpy(sa.sinusoidal_positions(T, D)).bfloat16())
+    result = check_rope(lambda x, positions: torch.from_numpy(sa.apply_rope(x, positions)).bfloat16())
     assert not result and "your answer is bfloat16, which keeps only about 2 significant digits" in str(result)
 
     def topk(weights, k):

@@ -1,4 +1,4 @@
-"""Chapter 8 exercises: the sinusoidal table, rotate-half RoPE, and ALiBi's slopes."""
+"""Chapter 8 exercises: RoPE weights for the other layout, rotate-half RoPE, and ALiBi's slopes."""
 
 from __future__ import annotations
 
@@ -7,69 +7,75 @@ from typing import Any
 
 import numpy as np
 
-from ..positions import alibi_slopes, apply_rope, sinusoidal_positions
+from ..positions import alibi_slopes, apply_rope
 from ._framework import CaseList, CheckResult, Exercise, Mistake, compare_array
 
 # No exponential here: a NaN or inf comes from a division by zero or a wrong power.
 _NAN_HINT = "check for a division by zero or a power of the wrong sign (the exponents here are never positive)"
 
-__all__ = ["check_sinusoidal_positions", "check_rope", "check_alibi_slopes"]
+__all__ = ["check_rope_weights", "check_rope", "check_alibi_slopes"]
 
 
-def _sinusoidal_with(exponent: Callable[[np.ndarray, int], np.ndarray], swap: bool = False) -> Callable[..., Any]:
-    """A sinusoidal table whose frequency exponent (or sine/cosine order) a learner got wrong."""
-
-    def table(T: int, D: int) -> np.ndarray:
-        angles = np.arange(T)[:, None] * 10000.0 ** -exponent(np.arange(D // 2), D)  # (T, D/2)
-        out = np.empty((T, D))
-        first, second = (np.cos, np.sin) if swap else (np.sin, np.cos)
-        out[:, 0::2], out[:, 1::2] = first(angles), second(angles)
-        return out
-
-    return table
+def _to_rotate_half(weight: np.ndarray, num_heads: int, *, whole_width: bool = False) -> np.ndarray:
+    """Reorder a projection's output columns, head by head, from interleaved pairs to rotate-half pairs."""
+    width = weight.shape[-1] if whole_width else weight.shape[-1] // num_heads
+    order = np.concatenate([np.arange(0, width, 2), np.arange(1, width, 2)])  # (2i, 2i+1) -> (i, i + width/2)
+    columns = np.concatenate([order + h * width for h in range(weight.shape[-1] // width)])
+    return weight[..., columns]
 
 
-SINUSOIDAL = Exercise(
-    name="sinusoidal positions",
-    kind="implement",
-    concept="the sinusoidal position table",
+def _from_rotate_half(weight: np.ndarray, num_heads: int) -> np.ndarray:
+    """The inverse reordering: what applying the conversion in the wrong direction gives."""
+    width = weight.shape[-1] // num_heads
+    order = np.argsort(np.concatenate([np.arange(0, width, 2), np.arange(1, width, 2)]))
+    return weight[..., np.concatenate([order + h * width for h in range(num_heads)])]
+
+
+def _conversion_cases(rng: np.random.Generator) -> CaseList:
+    return [
+        (f"D={D}, {H} heads of {Dh}", (rng.normal(size=(D, H * Dh)), H))
+        for D, H, Dh in [(4, 1, 4), (8, 2, 4), (16, 4, 8), (12, 3, 6)]
+    ]
+
+
+ROPE_WEIGHTS = Exercise(
+    name="interleaved weights for rotate-half code",
+    kind="extend",
+    concept="loading RoPE weights: the per-head reordering",
     chapter=8,
     number=1,
-    cases=lambda rng: [(f"T={T}, D={D}", (T, D)) for T, D in [(4, 4), (10, 8), (50, 16), (7, 2), (100, 64)]],
-    reference=sinusoidal_positions,
-    compare=compare_array("table", _NAN_HINT),
-    float32=False,
+    cases=_conversion_cases,
+    reference=_to_rotate_half,
+    compare=compare_array("converted weight", _NAN_HINT),
     mistakes=(
         Mistake(
-            lambda T, D: sinusoidal_positions(T, D, interleaved=False),
-            "It matches the [sin | cos] layout; the paper interleaves them: sine in column 2i, cosine in 2i+1",
+            lambda w, H: _to_rotate_half(w, H, whole_width=True),
+            "It matches reordering the whole width at once; each head rotates its own features, so reorder "
+            "within every head's columns",
         ),
         Mistake(
-            _sinusoidal_with(lambda i, D: i / D),
-            "It matches the exponent i/D; pair i turns at base^(-2i/D) radians per position",
+            _from_rotate_half,
+            "It matches the reordering run backwards (rotate-half to interleaved); new column i must be old "
+            "column 2i, and new column i + Dh/2 old column 2i + 1",
         ),
         Mistake(
-            _sinusoidal_with(lambda i, D: -2 * i / D),
-            "It matches a positive exponent, base^(+2i/D): the frequencies must fall, base^(-2i/D)",
-        ),
-        Mistake(
-            lambda T, D: sinusoidal_positions(T + 1, D)[1:],
-            "It matches positions 1 … T; the first row is position 0, (0, 1, 0, 1, ...)",
-        ),
-        Mistake(
-            _sinusoidal_with(lambda i, D: 2 * i / D, swap=True),
-            "It matches cosine in the even columns; the paper puts the sine in column 2i and the cosine in 2i+1",
+            lambda w, H: w,
+            "It matches the weight unchanged; the rotate-half code pairs feature i with i + Dh/2, so the columns "
+            "must move",
         ),
     ),
 )
 
 
-def check_sinusoidal_positions(fn: Callable[..., Any]) -> CheckResult:
-    """Check ``fn(T, D) -> (T, D)``: the sinusoidal table, base 10000, sine and cosine interleaved.
+def check_rope_weights(fn: Callable[..., Any]) -> CheckResult:
+    """Check ``fn(w, num_heads) -> w_new``: a query or key projection reordered for rotate-half RoPE.
 
-    See chapter 8, exercise 1.
+    ``w`` is (D, num_heads * Dh) in the ``x @ w`` layout, trained for RoPE that
+    pairs features (2i, 2i + 1) of each head (interleaved); ``w_new`` must give,
+    under rotate-half RoPE (pairs (i, i + Dh/2)), the same scores. See chapter 8,
+    exercise 1.
     """
-    return SINUSOIDAL.check(fn)
+    return ROPE_WEIGHTS.check(fn)
 
 
 def _rope_cases(rng: np.random.Generator) -> CaseList:
