@@ -139,7 +139,7 @@ WRONG = [
     (ex.check_split_heads, _split_heads_batched_only, r"case 1 \(x \(4, 8\), H=2\) raised ValueError: not enough values to unpack .*Hint: the function must also work without batch axes"),
     (ex.check_pre_norm_block, lambda x, p, H, mask: x + multihead_attention(layer_norm(x, p.norm1_weight, p.norm1_bias), p.w_qkv, p.w_out, H, mask=mask), r"raised ValueError: .*inhomogeneous.*Hint: a function you called returned a tuple; multihead_attention returns \(y, weights\), so take y$"),
     (ex.check_conv_self_attention, lambda x, state: conv_self_attention_forward(x, state)[0].reshape(len(x), -1), r"case 1 \(x \(1, 16, 3, 3\), gamma=0.5\): the output should have shape \(1, 16, 3, 3\); got \(1, 144\)$"),
-    (ex.check_online_softmax_step, lambda m, total, o, scores, values: (m, total), r"case 1 \(T=1, block=4, Dv=2\): should return a tuple \(m, l, o\); got tuple$"),
+    (ex.check_online_softmax_step, lambda m, total, o, scores, values: (m, total), r"case 1 \(T=1, block=4, Dv=2\): should return a tuple of three, \(m, l, o\); got 2 values$"),
     (ex.check_score_memory, lambda b, h, t, s, n: b * h * t * s * n // 2, r"case 1 .*: got 67,108,864 bytes, which is not the size of the scores$"),
 ]
 # fmt: on
@@ -374,7 +374,7 @@ def _permutation_test(f, x, rng):
         (ex.check_query_favouring_word_2, lambda: np.array([1, 0, 0]), r"FAIL .*must be the only largest"),
         (ex.check_query_favouring_word_2, lambda: np.ones(4), r"FAIL .*3 numbers; got shape \(4,\)"),
         (ex.check_query_favouring_word_2, lambda: 1 / 0, r"FAIL .*raised ZeroDivisionError"),
-        (ex.check_permutation_test, _permutation_test, r"PASS .*the right verdict on all 2 cases"),
+        (ex.check_permutation_test, _permutation_test, r"PASS .*the right verdict on all 4 cases"),
         (ex.check_permutation_test, lambda f, x, rng: True, r"FAIL .*case 2 \(.*expected False\): got True"),
         (ex.check_permutation_test, lambda f, x, rng: 1, r"FAIL .*must return True or False; got 1"),
         (ex.check_permutation_test, _stub, r"TODO"),

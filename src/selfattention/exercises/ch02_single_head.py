@@ -97,9 +97,20 @@ def _heads(
 
 def _permutation_cases(rng: np.random.Generator) -> CaseList:
     head, head_with_positions, x = _heads()
+
+    def reversed_head(tokens: np.ndarray) -> np.ndarray:  # reads the tokens backwards: order matters again
+        return head(tokens[:, ::-1])
+
+    def last_token_zeroed(tokens: np.ndarray) -> np.ndarray:  # position T - 1 is special
+        out = head(tokens).copy()
+        out[:, -1] = 0.0
+        return out
+
     return [
         ("one attention head: expected True", (head, x, np.random.default_rng(2))),
         ("the same head with position embeddings: expected False", (head_with_positions, x, np.random.default_rng(2))),
+        ("the head on the tokens reversed: expected False", (reversed_head, x, np.random.default_rng(2))),
+        ("the head with its last output zeroed: expected False", (last_token_zeroed, x, np.random.default_rng(2))),
     ]
 
 
@@ -129,13 +140,13 @@ PERMUTATION_TEST = Exercise(
     mistakes=(
         Mistake(
             lambda f, x, rng: True,
-            "It matches a test that always says True: once positions are added, permuting the tokens changes "
-            "more than the order of the outputs",
+            "It matches a test that says True for a function that is not equivariant: compare every output "
+            "token with its permuted counterpart, f(x[:, perm]) against f(x)[:, perm], with a permutation from rng",
         ),
         Mistake(
             lambda f, x, rng: _permutation_test(f, x, rng, unpermuted=True),
-            "It matches comparing f(x[:, perm]) with f(x) itself: the outputs come back permuted, so permute "
-            "f(x) the same way before comparing",
+            "It matches a test that says False for a single head, which is equivariant: did you compare with "
+            "f(x) unpermuted, permute another axis, or compare without a tolerance?",
         ),
     ),
     float32=False,  # the answer is a verdict, and the head's inputs are fixed by the checker

@@ -22,11 +22,20 @@ def _online_softmax_cases(rng: np.random.Generator) -> CaseList:
     return cases
 
 
+_EMPTY_HINT = (
+    "an empty state has m = -inf: exp(m_i - m) must come out 0, not from inf * 0 or -inf - (-inf); "
+    "otherwise, did an exponential overflow? Subtract the maximum first"
+)
+
+
 def _compare_online_step(got: Any, expected: tuple[np.ndarray, np.ndarray, np.ndarray]) -> str | None:
-    if not isinstance(got, (tuple, list)) or len(got) != 3:
+    if not isinstance(got, (tuple, list)):
         return f"should return a tuple (m, l, o); got {type(got).__name__}"
+    if len(got) != 3:
+        return f"should return a tuple of three, (m, l, o); got {len(got)} values"
     names = ("new maximum m", "new sum l", "new output o")
-    problems = (compare_array(name)(value, ref) for name, value, ref in zip(names, got, expected, strict=True))
+    compare = (compare_array(name, _EMPTY_HINT) for name in names)
+    problems = (c(value, ref) for c, value, ref in zip(compare, got, expected, strict=True))
     return next((problem for problem in problems if problem is not None), None)
 
 
@@ -121,6 +130,7 @@ def _merge_cases(rng: np.random.Generator) -> CaseList:
     empty = np.full((T, 1), -np.inf), np.zeros((T, 1)), np.zeros((T, Dv))
     second = _state_of(rng.normal(size=(T, 4)), rng.normal(size=(4, Dv)))
     cases.append(("the first worker saw no keys", (*empty, *second)))
+    cases.append(("the second worker saw no keys", (*second, *empty)))
     return cases
 
 

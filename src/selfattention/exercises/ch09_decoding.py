@@ -72,6 +72,7 @@ CACHE_CROSSOVER = Exercise(
             ("Llama-3-8B", 32, 32, 8, 128, 8_030_261_248, 1),
             ("Falcon-7B", 32, 71, 1, 64, 6_921_720_704, 8),
             ("a tiny decoder", 2, 4, 2, 16, 10_000, 3),
+            ("a tiny decoder whose cache divides its weights", 2, 4, 2, 16, 12_288, 3),
         ]
     ],
     reference=_crossover,
@@ -92,6 +93,11 @@ CACHE_CROSSOVER = Exercise(
         Mistake(
             lambda *a: _crossover(*a, floor=True),
             "It matches rounding down: at that many tokens the cache is still smaller; round up",
+        ),
+        Mistake(
+            lambda *a: _crossover(*a, floor=True) + 1,
+            "It matches rounding down and adding one: when the division is exact, the cache already equals the "
+            "weights at num_parameters / per_token tokens; 'at least as many' includes equality",
         ),
     ),
     float32=False,
@@ -125,7 +131,7 @@ def _rolling_update(
 
 def _rolling_cases(rng: np.random.Generator) -> CaseList:
     cases = []
-    for window, position, t in [(3, 0, 2), (3, 2, 1), (3, 5, 1), (4, 6, 2), (4, 6, 6), (2, 7, 3)]:
+    for window, position, t in [(3, 0, 2), (3, 2, 1), (3, 5, 1), (4, 6, 2), (4, 6, 6), (2, 7, 3), (2, 1, 5), (1, 3, 2)]:
         buffer = np.zeros((window, 2))
         for p in range(position):  # the buffer as it stands after `position` tokens: token p in slot p % window
             buffer[p % window] = rng.normal(size=2)
@@ -137,7 +143,8 @@ def _rolling_cases(rng: np.random.Generator) -> CaseList:
 def _compare_rolling(got: Any, expected: tuple[np.ndarray, np.ndarray]) -> str | None:
     if not isinstance(got, (tuple, list)) or len(got) != 2:
         return f"should return a pair (keys, new_buffer); got {type(got).__name__}"
-    return compare_array("keys")(got[0], expected[0]) or compare_array("new buffer")(got[1], expected[1])
+    hint = "no NaN belongs in a key buffer: the slots no token was written to keep what `buffer` had"
+    return compare_array("keys", hint)(got[0], expected[0]) or compare_array("new buffer", hint)(got[1], expected[1])
 
 
 ROLLING_BUFFER = Exercise(
