@@ -240,26 +240,6 @@ def _check_callable(candidate: Any, name: str) -> None:
         )
 
 
-def call_learner(name: str, candidate: Any, *args: Any) -> tuple[Any, CheckResult | None]:
-    """Call ``candidate(*args)`` on fresh copies for a checker that has no single reference answer.
-
-    Returns ``(answer, None)``, or ``(None, result)`` with a TODO result while
-    the function is the stub and a FAIL result naming any exception it raised.
-
-    Raises
-    ------
-    ValueError
-        If ``candidate`` is not callable.
-    """
-    _check_callable(candidate, name)
-    try:
-        return candidate(*copy.deepcopy(args)), None
-    except NotImplementedError:
-        return None, CheckResult(name, "TODO", "not implemented yet")
-    except Exception as exc:  # the learner's code may raise anything; report it
-        return None, CheckResult(name, "FAIL", f"your function raised {type(exc).__name__}: {exc}")
-
-
 def _parameter_names(function: Callable[..., Any], count: int) -> list[str]:
     """The names of ``function``'s first ``count`` parameters, for messages; "argument N" where unknown."""
     try:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ..efficient import online_softmax_update
-from ._framework import CaseList, CheckResult, Exercise, Mistake, compare_array, compare_count
+from ._framework import SOFTMAX_NAN_HINT, CaseList, CheckResult, Exercise, Mistake, compare_array, compare_count
 
 __all__ = ["check_online_softmax_step", "check_score_memory", "check_merge_states"]
 
@@ -28,13 +29,15 @@ _EMPTY_HINT = (
 )
 
 
-def _compare_online_step(got: Any, expected: tuple[np.ndarray, np.ndarray, np.ndarray]) -> str | None:
+def _compare_online_step(
+    got: Any, expected: tuple[np.ndarray, np.ndarray, np.ndarray], nan_hint: str = SOFTMAX_NAN_HINT
+) -> str | None:
     if not isinstance(got, (tuple, list)):
         return f"should return a tuple (m, l, o); got {type(got).__name__}"
     if len(got) != 3:
         return f"should return a tuple of three, (m, l, o); got {len(got)} values"
     names = ("new maximum m", "new sum l", "new output o")
-    compare = (compare_array(name, _EMPTY_HINT) for name in names)
+    compare = (compare_array(name, nan_hint) for name in names)
     problems = (c(value, ref) for c, value, ref in zip(compare, got, expected, strict=True))
     return next((problem for problem in problems if problem is not None), None)
 
@@ -150,7 +153,7 @@ MERGE_STATES = Exercise(
     number=3,
     cases=_merge_cases,
     reference=_merge,
-    compare=_compare_online_step,
+    compare=partial(_compare_online_step, nan_hint=_EMPTY_HINT),
     mistakes=(
         Mistake(
             lambda *state: _merge(*state, rescale="none"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -78,21 +79,17 @@ CACHE_CROSSOVER = Exercise(
     reference=_crossover,
     compare=compare_count("the number of tokens", "got {got:,} tokens"),
     mistakes=(
-        Mistake(
-            lambda *a: _crossover(*a, query_heads=True),
-            "It matches counting the query heads; only the Hkv key/value heads are cached",
-        ),
-        Mistake(
-            lambda *a: _crossover(*a, keys_only=True),
-            "It matches caching only the keys; the values are cached too, hence a factor of 2",
-        ),
-        Mistake(
-            lambda *a: _crossover(*a, one=True),
-            "It matches one sequence's cache; every sequence of the batch has its own, the weights are shared",
-        ),
-        Mistake(
-            lambda *a: _crossover(*a, floor=True),
-            "It matches rounding down: at that many tokens the cache is still smaller; round up",
+        *(
+            Mistake(partial(_crossover, **{slip: True}), hint)
+            for slip, hint in [
+                ("query_heads", "It matches counting the query heads; only the Hkv key/value heads are cached"),
+                ("keys_only", "It matches caching only the keys; the values are cached too, hence a factor of 2"),
+                (
+                    "one",
+                    "It matches one sequence's cache; every sequence of the batch has its own, the weights are shared",
+                ),
+                ("floor", "It matches rounding down: at that many tokens the cache is still smaller; round up"),
+            ]
         ),
         Mistake(
             lambda *a: _crossover(*a, floor=True) + 1,
