@@ -118,9 +118,9 @@ def _global_max_softmax(x):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def _split_heads_batched_only(x, H):
-    B, T, D = x.shape  # copied from a 3-D example: fails on unbatched input
-    return x.reshape(B, T, H, D // H).swapaxes(1, 2)
+def _rope_batched_only(x, positions):
+    B, T, Dh = x.shape  # copied from a 3-D example: fails on unbatched input
+    return x
 
 
 # Answers that match no declared mistake, and errors: what a declaration cannot express.
@@ -136,7 +136,7 @@ WRONG = [
     (ex.check_batched_scores, lambda q, k: q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1]), r"case 1 .* raised ValueError: axes don't match array\. Hint: transpose\(0, 2, 1\) assumes exactly three axes"),
     (ex.check_additive_mask, lambda blocked: np.where(blocked, -1e9, 0.0), r"case 1 \(causal, T=5\): the mask should be 0 where the input is False and -inf where it is True$"),
     (ex.check_additive_mask, lambda blocked: ~blocked, r"case 1 \(causal, T=5\): an additive mask must be floating \(it holds -inf\); got dtype bool$"),
-    (ex.check_split_heads, _split_heads_batched_only, r"case 1 \(x \(4, 8\), H=2\) raised ValueError: not enough values to unpack .*Hint: the function must also work without batch axes"),
+    (ex.check_rope, _rope_batched_only, r"case 1 \(x \(3, 2\), positions 0…2\) raised ValueError: not enough values to unpack .*Hint: the function must also work without batch axes"),
     (ex.check_pre_norm_block, lambda x, p, H, mask: x + multihead_attention(layer_norm(x, p.norm1_weight, p.norm1_bias), p.w_qkv, p.w_out, H, mask=mask), r"raised ValueError: .*inhomogeneous.*Hint: a function you called returned a tuple; multihead_attention returns \(y, weights\), so take y$"),
     (ex.check_conv_self_attention, lambda x, state: conv_self_attention_forward(x, state)[0].reshape(len(x), -1), r"case 1 \(x \(1, 16, 3, 3\), gamma=0.5\): the output should have shape \(1, 16, 3, 3\); got \(1, 144\)$"),
     (ex.check_online_softmax_step, lambda m, total, o, scores, values: (m, total), r"case 1 \(T=1, block=4, Dv=2\): should return a tuple of three, \(m, l, o\); got 2 values$"),
@@ -162,16 +162,17 @@ def test_checkers_reject_something_that_is_not_a_function():
 
 
 def test_a_stub_called_by_the_answer_is_named_not_reported_as_todo():
-    def my_swap(x):
+    def my_head_columns(order, head_dim):
         raise NotImplementedError
 
-    def my_merge_heads(x):
-        return my_swap(x).reshape(*x.shape[:-3], x.shape[-2], -1)
+    def reorder_heads(params, num_heads, order):
+        columns = my_head_columns(order, params["w_out"].shape[0] // num_heads)
+        return {**params, "w_out": params["w_out"][columns]}
 
-    result = ex.check_merge_heads(my_merge_heads)
+    result = ex.check_reorder_heads(reorder_heads)
     assert result.status == "FAIL"
     assert repr(result).endswith(
-        "my_swap(), which your function calls, raised NotImplementedError; finish that exercise first"
+        "my_head_columns(), which your function calls, raised NotImplementedError; finish that exercise first"
     )
 
 
