@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from selfattention.exercises import check_single_query  # noqa: F401  (importing declares every exercise)
-from selfattention.exercises._framework import KINDS, REGISTRY
+from selfattention.exercises._framework import APPENDICES, KINDS, REGISTRY
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,8 +35,9 @@ def index_page() -> str:
         "(exercises)=",
         "# Exercises",
         "",
-        "Every chapter ends with exercises. Each has a checker that runs in your own",
-        "kernel, with no server and no account: it shows `PASS`, `FAIL` with the first",
+        "Every chapter ends with exercises, and the bug zoo has one per bug. Each has",
+        "a checker that runs in your own kernel, with no server and no account: it",
+        "shows `PASS`, `FAIL` with the first",
         "failing case and, for a known mistake, what it is, or `TODO` while the",
         "function is still the stub. A `PASS` also names the exercise that comes next.",
         "Each has a collapsed solution. The kinds:",
@@ -48,7 +49,8 @@ def index_page() -> str:
         by_chapter.setdefault(exercise.chapter, []).append(exercise)
     for chapter in sorted(by_chapter):
         label, title = _label_and_title(chapter)
-        lines += ["", f"## Chapter {chapter}: {title}", "", f"In {{ref}}`the chapter <{label}>`:", ""]
+        heading, page = ("Appendix", "the appendix") if chapter in APPENDICES else (f"Chapter {chapter}", "the chapter")
+        lines += ["", f"## {heading}: {title}", "", f"In {{ref}}`{page} <{label}>`:", ""]
         lines += ["| exercise | kind | checks |", "|---|---|---|"]
         for exercise in sorted(by_chapter[chapter], key=lambda e: e.number):
             lines.append(f"| {exercise.number}. {exercise.name} | {exercise.kind} | {exercise.concept} |")

@@ -26,7 +26,7 @@ from selfattention import (
     softmax,
 )
 from selfattention import exercises as ex
-from selfattention.exercises._framework import REGISTRY, _all_cases
+from selfattention.exercises._framework import REGISTRY, _all_cases, place
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = list(REGISTRY.values())
@@ -92,14 +92,14 @@ NO_REFERENCE: dict = {}  # every checker is a declared exercise now
 def test_every_checker_runs_its_own_exercise_named_in_its_docstring():
     declared = [checker for checker in CHECKERS if checker not in NO_REFERENCE]
     names = [checker(_stub).exercise for checker in declared]
-    assert sorted(names) == sorted(REGISTRY) and len(set(names)) == len(declared) == 39
+    assert sorted(names) == sorted(REGISTRY) and len(set(names)) == len(declared) == 58
     places = {
         checker: (REGISTRY[name].chapter, REGISTRY[name].number) for checker, name in zip(declared, names, strict=True)
     }
     places.update(NO_REFERENCE)
-    assert len(set(places.values())) == len(CHECKERS) == 39  # one checker per exercise
+    assert len(set(places.values())) == len(CHECKERS) == 58  # one checker per exercise
     for checker, (chapter, number) in places.items():
-        assert f"See chapter {chapter}, exercise {number}." in " ".join(checker.__doc__.split())
+        assert f"See {place(chapter)}, exercise {number}." in " ".join(checker.__doc__.split())
         assert checker.__module__.startswith(f"selfattention.exercises.ch{chapter:02d}_")
 
 
@@ -415,7 +415,7 @@ def test_every_exercise_says_what_it_asks_for_and_points_to_the_next():
     for exercise, following in itertools.pairwise(ordered):
         assert exercise.kind in KINDS and exercise.concept
         assert exercise.next_exercise() == (
-            f"Next: chapter {following.chapter}, exercise {following.number} ({following.name})."
+            f"Next: {place(following.chapter)}, exercise {following.number} ({following.name})."
         )
     assert ordered[-1].next_exercise() == "That was the course's last exercise."
     with pytest.raises(ValueError, match="kind must be one of"):

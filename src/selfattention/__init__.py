@@ -30,7 +30,8 @@ next token is chosen), ``backward``,
 ``training``, ``tiny_encoder``, ``vit`` (and ``vit_training``, its training and recorded
 run), ``pretrained``; then ``interop`` (reading PyTorch), ``plotting``,
 ``interactive`` (the site's interactive figures),
-``exercises`` (the checkers), ``testing`` and ``measure`` (helpers for the
+``exercises`` (the checkers), ``bugs`` (the bug zoo's buggy code and
+the property tests that catch it), ``testing`` and ``measure`` (helpers for the
 tests, chapters and benchmarks), ``recorded`` (the recorded ``make bench`` run
 and the sources it timed), and ``machine`` (the floating-point paths and
 thread counts a run uses, and ``torch_threads``).
@@ -97,6 +98,7 @@ _LAZY = {
 }
 _SUBMODULES = (
     "exercises",
+    "bugs",
     "testing",
     "measure",
     "recorded",

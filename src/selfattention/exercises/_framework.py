@@ -38,7 +38,17 @@ KINDS = {
     "test": "write a test that tells a right implementation from a wrong one",
     "predict": "say what a trained model must do, then check it",
     "extend": "go one step past what the chapter built",
+    "debug": "find the bug in a real project's code, then fix it",
 }
+
+#: Pages after the chapters whose exercises continue the course's order, numbered past every chapter.
+APPENDICES = {90: "the bug zoo"}
+
+
+def place(chapter: int) -> str:
+    """How a chapter's number reads in a message: "chapter 4", or an appendix's name."""
+    return APPENDICES.get(chapter, f"chapter {chapter}")
+
 
 # How close an answer must be. Tight for float64 answers; for answers in float32
 # loose enough for its rounding (the reference computed in float32 stays within
@@ -163,7 +173,7 @@ class Exercise:
         if not later:
             return "That was the course's last exercise."
         following = later[0]
-        return f"Next: chapter {following.chapter}, exercise {following.number} ({following.name})."
+        return f"Next: {place(following.chapter)}, exercise {following.number} ({following.name})."
 
     def check(self, candidate: Any) -> CheckResult:
         """Run ``candidate`` on every case; stop at the first that fails and name the mistake it matches.
