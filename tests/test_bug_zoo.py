@@ -110,6 +110,33 @@ def test_bad_input_is_a_value_error_that_says_what_was_expected(call, message):
         call()
 
 
+def test_falsify_refuses_a_function_of_another_signature_and_names_an_answer_that_changes():
+    for wrong in (lambda q, k: q, int, np.zeros(3)):
+        with pytest.raises(ValueError, match=r"the signature of bugs\.scale_after_softmax, \(q, k, v\)"):
+            falsify("scale_after_softmax", wrong)
+    calls = []
+
+    def wrong_once(q, k, v):  # wrong on its first call only, as an answer that keeps state might be
+        calls.append(1)
+        return REFERENCE["scale_after_softmax"](q, k, v) * (2 if len(calls) == 1 else 1)
+
+    changing = falsify("scale_after_softmax", wrong_once)
+    assert not changing and "different answers on the same input" in changing.problem
+
+
+def test_a_correct_float32_answer_holds():
+    # cached_positions_restart is left out: its weights (EncoderParams) stay float64, so its answer from a
+    # float32 input is a float64 array, which the property rightly holds to float64's tolerance.
+    for name in [name for name in BUGS if name != "cached_positions_restart"]:
+        reference = REFERENCE[name]
+
+        def in_float32(*args, reference=reference):
+            cast = [a.astype(np.float32) if isinstance(a, np.ndarray) and a.dtype == np.float64 else a for a in args]
+            return reference(*cast)
+
+        assert falsify(name, in_float32, max_examples=30), name
+
+
 def test_the_bugs_import_only_the_package_core():
     code = "import sys, selfattention.bugs; print(sorted(m for m in ('hypothesis', 'torch', 'matplotlib') if m in sys.modules))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

@@ -38,18 +38,18 @@ def _pooled(q: Any, k: Any, v: Any, lengths: Any) -> np.ndarray:
 
 def _permute(w: Any, n_head: int, n_head_kv: int | None = None) -> np.ndarray:
     heads_in_w = n_head if n_head_kv is None else n_head_kv
-    w = np.asarray(w, dtype=float)
+    w = np.asarray(w)
     D, width = w.shape
     return w.reshape(D, heads_in_w, width // heads_in_w // 2, 2).transpose(0, 1, 3, 2).reshape(D, width)
 
 
 def _rope_scores(q: Any, k: Any) -> np.ndarray:
     q, k = apply_rope(q, interleaved=True), apply_rope(k, interleaved=True)
-    return q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    return q @ np.swapaxes(k, -1, -2) / q.shape[-1] ** 0.5  # a Python float keeps float32 scores float32
 
 
 def _scaled_head(x: Any, w_q: Any, w_k: Any, w_v: Any) -> np.ndarray:
-    x = np.asarray(x, dtype=float)
+    x, w_q, w_k, w_v = (np.asarray(a) for a in (x, w_q, w_k, w_v))
     return _attention(x @ w_q, x @ w_k, x @ w_v)  # the scale is 1/sqrt of the head's width, w_k.shape[1]
 
 

@@ -23,12 +23,12 @@ __all__ = [f"check_{name}" for name in bugs.__all__]
 _ORIGINAL = "It matches the original bug: "
 
 
-def _keep(rng: np.random.Generator, shape: tuple[int, ...], *, empty_row: bool = False) -> np.ndarray:
-    """A random boolean mask that leaves each query a key (or, with ``empty_row``, none for the first query)."""
+def _keep(rng: np.random.Generator, shape: tuple[int, ...], *, empty_row: int | None = None) -> np.ndarray:
+    """A random boolean mask that leaves each query a key (or, with ``empty_row``, none for that query)."""
     keep = rng.random(shape) < 0.5
     keep[..., 0] |= ~keep.any(axis=-1)  # a query with no key gets key 0
-    if empty_row:
-        keep[..., 0, :] = False
+    if empty_row is not None:
+        keep[..., empty_row, :] = False
     return keep
 
 
@@ -36,19 +36,20 @@ def _qkv(rng: np.random.Generator, T: int, S: int, Dk: int = 4, batch: tuple[int
     return [rng.standard_normal((*batch, n, Dk)) for n in (T, S, S)]
 
 
-def _masked_cases(rng: np.random.Generator, *, large: bool = False, empty_row: bool = False) -> CaseList:
+def _masked_cases(rng: np.random.Generator, *, empty_row: bool = False) -> CaseList:
     cases = [
         ("one query, two keys, the second blocked", (*_qkv(rng, 1, 2), np.array([[True, False]]))),
         ("T=3, S=5, a random mask", (*_qkv(rng, 3, 5), _keep(rng, (3, 5)))),
         ("a batch of 2, T=4, S=4", (*_qkv(rng, 4, 4, batch=(2,)), _keep(rng, (2, 4, 4)))),
     ]
-    if large:
-        q, k, v = _qkv(rng, 2, 3)
-        keep = np.array([[True, False, True]] * 2)
-        cases.append(("scores in the hundreds of thousands", (q * 3e5, k, v, keep)))
-        cases.append(("scores near 1e12: any finite push leaks", (q * 1e12, k, v, keep)))
+    q, k, v = _qkv(rng, 2, 3)
+    keep = np.array([[True, False, True]] * 2)
+    cases.append(("scores in the hundreds of thousands", (q * 3e5, k, v, keep)))
+    cases.append(("scores near 1e12: any finite push leaks", (q * 1e12, k, v, keep)))
     if empty_row:
-        cases.append(("the first query may attend to no key", (*_qkv(rng, 3, 4), _keep(rng, (3, 4), empty_row=True))))
+        cases.append(("query 0 may attend to no key", (*_qkv(rng, 3, 4), _keep(rng, (3, 4), empty_row=0))))
+        batch = (*_qkv(rng, 4, 3, batch=(2,)), _keep(rng, (2, 4, 3), empty_row=2))
+        cases.append(("a batch of 2, query 2 of each may attend to no key", batch))
     return cases
 
 
@@ -60,6 +61,7 @@ def _bias_cases(rng: np.random.Generator) -> CaseList:
         ("one query, one key, kept", (*_qkv(rng, 1, 1), np.zeros((1, 1)))),
         ("T=3, S=5, a random mask", (*_qkv(rng, 3, 5), bias(_keep(rng, (3, 5))))),
         ("a causal mask, T=S=4", (*_qkv(rng, 4, 4), bias(np.tril(np.ones((4, 4), dtype=bool))))),
+        ("a batch of 2, T=2, S=3", (*_qkv(rng, 2, 3, batch=(2,)), bias(_keep(rng, (2, 2, 3))))),
     ]
 
 
@@ -77,6 +79,7 @@ def _cached_causal_cases(rng: np.random.Generator) -> CaseList:
         ("one new token after 5 cached (T=1, S=6)", tuple(_qkv(rng, 1, 6))),
         ("3 new tokens after 4 cached (T=3, S=7)", tuple(_qkv(rng, 3, 7))),
         ("no cache (T=S=4)", tuple(_qkv(rng, 4, 4))),
+        ("a batch of 2, 2 new tokens after 3 cached", tuple(_qkv(rng, 2, 5, batch=(2,)))),
     ]
 
 
@@ -85,7 +88,14 @@ def _plain_cases(rng: np.random.Generator) -> CaseList:
         ("T=1, S=2, Dk=1", tuple(_qkv(rng, 1, 2, Dk=1))),
         ("T=3, S=4, Dk=8", tuple(_qkv(rng, 3, 4, Dk=8))),
         ("a batch of 2, T=S=3, Dk=2", tuple(_qkv(rng, 3, 3, Dk=2, batch=(2,)))),
+        ("T=2, S=3, Dk=4, values 6 wide", (*_qkv(rng, 2, 3)[:2], rng.standard_normal((3, 6)))),
     ]
+
+
+def _scaled(qkv: list[np.ndarray], *rest: Any) -> tuple[Any, ...]:
+    """Queries 10^5 times larger: a finite stand-in for -inf leaks at such scores."""
+    q, k, v = qkv
+    return (q * 1e5, k, v, *(np.asarray(r) for r in rest))
 
 
 def _padded_cases(rng: np.random.Generator) -> CaseList:
@@ -93,6 +103,7 @@ def _padded_cases(rng: np.random.Generator) -> CaseList:
         ("one sequence, 1 real token of 2", (*_qkv(rng, 2, 2, batch=(1,)), np.array([1]))),
         ("lengths 3 and 5, padded to 5", (*_qkv(rng, 5, 5, batch=(2,)), np.array([3, 5]))),
         ("lengths 2, 4 and 1, padded to 4", (*_qkv(rng, 4, 4, batch=(3,)), np.array([2, 4, 1]))),
+        ("lengths 1 and 3, scores in the hundreds of thousands", _scaled(_qkv(rng, 3, 3, batch=(2,)), [1, 3])),
     ]
 
 
@@ -100,19 +111,30 @@ def _head_mask_cases(rng: np.random.Generator) -> CaseList:
     def case(B: int, H: int, T: int, S: int) -> tuple[Any, ...]:
         return (*_qkv(rng, T, S, batch=(B, H)), _keep(rng, (B, T, S)))
 
-    return [("B=1, H=3", case(1, 3, 3, 4)), ("B=2, H=2", case(2, 2, 3, 3)), ("B=3, H=2", case(3, 2, 2, 4))]
+    big = case(2, 2, 2, 3)
+    return [
+        ("B=1, H=3", case(1, 3, 3, 4)),
+        ("B=2, H=2", case(2, 2, 3, 3)),
+        ("B=3, H=2", case(3, 2, 2, 4)),
+        ("B=2, H=2, scores in the hundreds of thousands", (big[0] * 1e5, *big[1:])),
+    ]
 
 
 def _grouped_mask_cases(rng: np.random.Generator) -> CaseList:
-    def case(B: int, H: int, Hkv: int, T: int) -> tuple[Any, ...]:
+    def case(B: int, H: int, Hkv: int, T: int, S: int | None = None) -> tuple[Any, ...]:
+        S = T if S is None else S
         q = rng.standard_normal((B, H, T, 4))
-        k, v = (rng.standard_normal((B, Hkv, T, 4)) for _ in range(2))
-        return (q, k, v, _keep(rng, (B, 1, T, T)))
+        k, v = (rng.standard_normal((B, Hkv, S, 4)) for _ in range(2))
+        return (q, k, v, _keep(rng, (B, 1, T, S)))
 
+    big = case(2, 4, 2, 3)
     return [
         ("B=1, H=4, Hkv=2", case(1, 4, 2, 3)),
         ("B=2, H=4, Hkv=2", case(2, 4, 2, 3)),
         ("B=3, H=6, Hkv=2", case(3, 6, 2, 2)),
+        ("B=2, H=3, Hkv=1, one new token after 2 cached (T=1, S=3)", case(2, 3, 1, 1, 3)),
+        ("B=2, H=8, Hkv=4", case(2, 8, 4, 2)),
+        ("B=2, H=4, Hkv=2, scores in the hundreds of thousands", (big[0] * 1e5, *big[1:])),
     ]
 
 
@@ -126,6 +148,7 @@ def _width_cases(rng: np.random.Generator) -> CaseList:
         ("D=16, Dh=4 (4 heads)", case(5, 16, 4, 4)),
         ("D=Dh=4 (1 head)", case(3, 4, 4, 4)),
         ("D=8, Dh=2, values 3 wide", case(4, 8, 2, 3)),
+        ("a batch of 2 sequences, D=8, Dh=4", (rng.standard_normal((2, 3, 8)), *case(3, 8, 4, 4)[1:])),
     ]
 
 
@@ -135,7 +158,8 @@ def _merge_cases(rng: np.random.Generator) -> CaseList:
 
 
 def _rope_cases(rng: np.random.Generator) -> CaseList:
-    return [(f"T={T}, Dh={Dh}", tuple(rng.standard_normal((2, T, Dh)))) for T, Dh in [(2, 4), (5, 8), (3, 2)]]
+    cases = [(f"T={T}, Dh={Dh}", tuple(rng.standard_normal((2, T, Dh)))) for T, Dh in [(2, 4), (5, 8), (3, 2)]]
+    return [*cases, ("a batch of 2, T=3, Dh=6", tuple(rng.standard_normal((2, 2, 3, 6))))]
 
 
 def _permutation_cases(rng: np.random.Generator) -> CaseList:
@@ -147,6 +171,8 @@ def _permutation_cases(rng: np.random.Generator) -> CaseList:
         ("W_K, 2 query heads per key head, 2 key heads", (w(2, 4), 4, 2)),
         ("W_K, 4 query heads per key head, 2 key heads", (w(2, 4), 8, 2)),
         ("W_K, 8 query heads per key head, 4 key heads (TinyLlama's 32 and 4)", (w(4, 4), 32, 4)),
+        ("W_K, 2 query heads per key head, 3 key heads of 8", (w(3, 8), 6, 3)),
+        ("W_Q, 2 heads of 6", (w(2, 6), 2)),
     ]
 
 
@@ -159,7 +185,7 @@ def _decoding_cases(rng: np.random.Generator) -> CaseList:
 
 
 def _window_cases(rng: np.random.Generator) -> CaseList:
-    return [(f"T={T}, window={w}", (T, w)) for T, w in [(2, 1), (5, 2), (6, 3), (3, 5)]]
+    return [(f"T={T}, window={w}", (T, w)) for T, w in [(2, 1), (5, 2), (6, 3), (3, 5), (12, 6)]]
 
 
 def _rows_and_columns(q: np.ndarray, k: np.ndarray, v: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -187,6 +213,8 @@ def _declare(
     hint: str,
     *extra: Mistake,
     name: str = "output",
+    nan_hint: str = "0 * -inf is NaN (a mask multiplied by -inf), a row's softmax may divide 0 by 0, or -inf may be "
+    "written into the weights",
 ) -> Exercise:
     return Exercise(
         name=f"fix {bug.__name__}",
@@ -196,11 +224,7 @@ def _declare(
         number=number,
         cases=cases,
         reference=REFERENCE[bug.__name__],
-        compare=compare_array(
-            name,
-            "0 * -inf is NaN (a mask multiplied by -inf), a row's softmax may divide 0 by 0, or -inf may be "
-            "written into the weights",
-        ),
+        compare=compare_array(name, nan_hint),
         mistakes=(Mistake(bug, _ORIGINAL + hint, _same_as(bug)), *extra),
     )
 
@@ -209,7 +233,7 @@ _EXERCISES = [
     _declare(
         bugs.weak_mask_value,
         1,
-        lambda rng: _masked_cases(rng, large=True),
+        _masked_cases,
         "blocking a key with -inf",
         "-10,000 only pushes a blocked score down; use -inf (np.where(keep, scores, -np.inf))",
     ),
@@ -262,6 +286,7 @@ _EXERCISES = [
         "a sliding window's width",
         "each query keeps window + 1 keys; i - j <= window - 1",
         name="mask",
+        nan_hint="it looks like an additive 0/-inf mask; return a boolean one (True = may attend)",
     ),
     _declare(
         bugs.padding_mask_on_query_axis,
@@ -272,8 +297,8 @@ _EXERCISES = [
         Mistake(
             _rows_and_columns,
             "It matches blocking the padding's rows as well as its columns: its rows then see no key and come out "
-            "0; a key-padding mask blocks columns only, and the padding's own rows (which nothing reads) attend to "
-            "the real tokens",
+            "0. The reference follows PyTorch's key-padding mask, which blocks columns only, so the padding's own "
+            "rows attend to the real tokens (exercise 10 is about what those rows then hold)",
         ),
     ),
     _declare(
