@@ -18,15 +18,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from selfattention import exercises as ex
 from selfattention import (
-    conv_self_attention_forward,
-    layer_norm,
     multihead_attention,
     scaled_dot_product_attention,
     softmax,
 )
-from selfattention import exercises as ex
 from selfattention.exercises._framework import REGISTRY, _all_cases, place
+from selfattention.exercises.ch06_vision import BIGGAN_ATTENTION
 
 ROOT = Path(__file__).resolve().parents[1]
 EXERCISES = list(REGISTRY.values())
@@ -132,13 +131,14 @@ WRONG = [
     (ex.check_stable_softmax, _global_max_softmax, r"case 4 \(float32 scores in the hundreds\): the weights contain NaN or inf: .* Subtract each row's own maximum$"),
     (ex.check_head_parameter_count, lambda d_model, d_k: 4.0 * d_model * d_k + 0.5, r"case 1 \(d_model=768, d_k=64\): the parameter count must be a positive integer; got 196608.5 of type float$"),
     (ex.check_head_parameter_count, lambda d_model, d_k: 2 * d_model * d_k, r"case 1 \(d_model=768, d_k=64\): got 98304, which is not the number of entries in W_q, W_k, W_v and W_o$"),
-    (ex.check_batched_scores, lambda q, k: q @ k.T / np.sqrt(q.shape[-1]), r"case 2 \(q \(2, 5, 4\), k \(2, 5, 4\)\) raised ValueError: .*Hint: on a \(B, T, Dk\) array, \.T reverses"),
-    (ex.check_batched_scores, lambda q, k: q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1]), r"case 1 .* raised ValueError: axes don't match array\. Hint: transpose\(0, 2, 1\) assumes exactly three axes"),
-    (ex.check_additive_mask, lambda blocked: np.where(blocked, -1e9, 0.0), r"case 1 \(causal, T=5\): the mask should be 0 where the input is False and -inf where it is True$"),
-    (ex.check_additive_mask, lambda blocked: ~blocked, r"case 1 \(causal, T=5\): an additive mask must be floating \(it holds -inf\); got dtype bool$"),
+    (ex.check_padding_mask_on_query_axis, lambda q, k, v, lengths: q @ k.T / np.sqrt(q.shape[-1]), r"case 1 \(one sequence, 1 real token of 2\) raised ValueError: .*Hint: on a \(B, T, Dk\) array, \.T reverses"),
+    (ex.check_batch_mask_on_head_axis, lambda q, k, v, keep: q @ k.transpose(0, 2, 1) / np.sqrt(q.shape[-1]), r"case 1 .* raised ValueError: axes don't match array\. Hint: transpose\(0, 2, 1\) assumes exactly three axes"),
+    (ex.check_to_package_mask, lambda attn_mask, padding: np.where(attn_mask, -1e9, 0.0) + np.where(padding, -1e9, 0.0)[:, None], r"case 1 \(.*\): sequence 0, query 0, key 1 should be blocked \(-inf\); got -1e\+09\. It matches blocking with a large finite number"),
+    (ex.check_to_package_mask, lambda attn_mask, padding: ~attn_mask & ~padding[:, None], r"case 2 \(float attn_mask.*\) raised TypeError: ufunc 'invert' not supported"),
     (ex.check_rope, _rope_batched_only, r"case 1 \(x \(3, 2\), positions 0…2\) raised ValueError: not enough values to unpack .*Hint: the function must also work without batch axes"),
-    (ex.check_pre_norm_block, lambda x, p, H, mask: x + multihead_attention(layer_norm(x, p.norm1_weight, p.norm1_bias), p.w_qkv, p.w_out, H, mask=mask), r"raised ValueError: .*inhomogeneous.*Hint: a function you called returned a tuple; multihead_attention returns \(y, weights\), so take y$"),
-    (ex.check_conv_self_attention, lambda x, state: conv_self_attention_forward(x, state)[0].reshape(len(x), -1), r"case 1 \(x \(1, 16, 3, 3\), gamma=0.5\): the output should have shape \(1, 16, 3, 3\); got \(1, 144\)$"),
+    (ex.check_ignored_parameters, lambda block, params, x: "attention.k.bias", r"case 1 \(.*\): should return a list of names such as \['attention\.k\.bias'\]; got str$"),
+    (ex.check_ignored_parameters, lambda block, params, x: ["b_qkv"], r"case 1 \(.*\): \['b_qkv'\] is not a name that params\.named_arrays\(\) yields$"),
+    (ex.check_biggan_attention, lambda x, state: BIGGAN_ATTENTION.reference(x, state).reshape(len(x), -1), r"case 1 \(x \(1, 16, 4, 4\), gamma=0.5\): the output should have shape \(1, 16, 4, 4\); got \(1, 256\)$"),
     (ex.check_online_softmax_step, lambda m, total, o, scores, values: (m, total), r"case 1 \(T=1, block=4, Dv=2\): should return a tuple of three, \(m, l, o\); got 2 values$"),
     (ex.check_score_memory, lambda b, h, t, s, n: b * h * t * s * n // 2, r"case 1 .*: got 67,108,864 bytes, which is not the size of the scores$"),
 ]
@@ -240,21 +240,21 @@ def test_an_answer_that_changes_its_input_fails_and_says_so():
 
 def test_an_answer_that_changes_a_state_dict_fails_without_crashing_the_checker():
     def pops_a_weight(x, state):
-        state.pop("gamma")
-        return conv_self_attention_forward(x, {**state, "gamma": np.ones(1)})[0]
+        gamma = state.pop("gamma")
+        return BIGGAN_ATTENTION.reference(x, {**state, "gamma": gamma})
 
-    result = ex.check_conv_self_attention(pops_a_weight)
+    result = ex.check_biggan_attention(pops_a_weight)
     assert not result and "changed its argument `state` in place" in repr(result)
 
     def wrong_and_pops(x, state):
         state.clear()
         return x
 
-    assert "changed its argument `state`" in repr(ex.check_conv_self_attention(wrong_and_pops))
+    assert "changed its argument `state`" in repr(ex.check_biggan_attention(wrong_and_pops))
 
 
-def test_the_conv_checker_passes_a_float32_answer():
-    result = ex.check_conv_self_attention(_in_float32(lambda x, state: conv_self_attention_forward(x, state)[0]))
+def test_the_biggan_checker_passes_a_float32_answer():
+    result = ex.check_biggan_attention(_in_float32(BIGGAN_ATTENTION.reference))
     assert result, repr(result)
 
 
@@ -308,12 +308,22 @@ def test_a_correct_answer_that_overwrites_its_input_fails_and_says_so(exercise):
 
 
 def test_an_answer_that_changes_its_params_container_fails_without_crashing():
-    def zeroes_a_bias(x, params, num_heads, mask):
+    def zeroes_a_bias(block, params, x):
         params.b_out[...] = 0.0
-        return x
+        return []
 
-    result = ex.check_pre_norm_block(zeroes_a_bias)
+    result = ex.check_ignored_parameters(zeroes_a_bias)
     assert not result and "changed its argument `params` in place" in repr(result), repr(result)
+
+
+def test_adding_attention_s_output_pair_to_an_array_earns_a_hint():
+    from selfattention.exercises._framework import _hint_for_error
+
+    rng = np.random.default_rng(0)
+    x, w_qkv, w_out = rng.normal(size=(3, 4)), rng.normal(size=(4, 12)), rng.normal(size=(4, 4))
+    with pytest.raises(ValueError, match="inhomogeneous") as error:
+        x + multihead_attention(x, w_qkv, w_out, 2)  # (y, weights), not y
+    assert _hint_for_error(error.value).startswith("a function you called returned a tuple; multihead_attention")
 
 
 @pytest.mark.parametrize("not_a_function", [None, np.ones(3), 3, "softmax", np.ndarray])
