@@ -76,8 +76,11 @@ def test_exercises_have_a_stub_and_a_collapsed_passing_solution(path):
     for stub in stubs:
         assert _text(stub.outputs[-1]).startswith("TODO ") and "not implemented yet" in _text(stub.outputs[-1])
     for solution in solutions:
-        assert "hide-input" in solution.metadata.get("tags", []), "solutions are collapsed on the website"
-        assert solution.metadata.get("jupyter", {}).get("source_hidden"), "solutions are collapsed in JupyterLab"
+        assert {"hide-input", "hide-output"} <= set(solution.metadata.get("tags", [])), (
+            "solutions are collapsed on the website, code and output (an output answers a 'predict first')"
+        )
+        jupyter = solution.metadata.get("jupyter", {})
+        assert jupyter.get("source_hidden") and jupyter.get("outputs_hidden"), "and collapsed in JupyterLab"
         assert _text(solution.outputs[-1]).startswith("PASS "), _text(solution.outputs[-1])
         # A solution defines its own name, so running it leaves the learner's function alone.
         stub_names = set(re.findall(r"^def (\w+)\(", "".join(s.source for s in stubs), re.MULTILINE))
