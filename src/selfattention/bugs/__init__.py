@@ -1,8 +1,9 @@
 """The bug zoo: attention code from public projects, in our own words, each with the bug its users found.
 
 Every name here is one bug from a public issue or pull request, cited in its
-docstring as ``owner/repository#number`` with the fix. They run and return
-arrays of the right shape, as the originals did. The bug zoo appendix shows
+docstring as ``owner/repository#number`` with the fix. Like the originals,
+most run and return arrays of the right shape; two raise for some batch sizes,
+and a few return inf or NaN. The bug zoo appendix shows
 each one's symptom, the property test in :mod:`selfattention.bugs.properties`
 that catches it against the package's own functions (with the smallest failing
 input Hypothesis finds), why the project's own tests missed it, and an

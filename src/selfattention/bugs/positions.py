@@ -25,10 +25,11 @@ def rope_half_split_on_interleaved_pairs(q: Any, k: Any) -> np.ndarray:
     Meta's weights were trained with RoPE rotating neighbouring features
     (0, 1), (2, 3), …; Hugging Face's code rotates (i, i + Dh/2) and reorders
     the checkpoint's Q and K columns to match. The bug: half-split RoPE on
-    the queries and keys of Meta's weights, not reordered. Position 0 is not
-    rotated and small angles change little, so the first tokens agree and the
-    text drifts later. The fix: rotate the pairs the weights were trained
-    with (``interleaved=True``), or reorder the weights once when loading.
+    the queries and keys of Meta's weights, not reordered. Scores at equal
+    positions agree in either pairing and every other score differs; the
+    report saw outputs that matched "up to certain tokens". The fix: rotate
+    the pairs the weights were trained with (``interleaved=True``), or
+    reorder the weights once when loading.
 
     Parameters
     ----------

@@ -114,9 +114,10 @@ def the_window_matches_the_reference(impl: Callable, T: int, window: int) -> Pro
     return _differs(impl(T, window), sliding_window_mask(T, window, dtype=bool))
 
 
-def padding_does_not_change_a_sequence(impl: Callable, T: int, D: int, seed: int, pad: int) -> Problem:
+def padding_does_not_change_a_sequence(impl: Callable, scale: int, T: int, D: int, seed: int, pad: int) -> Problem:
     """A sequence padded on the right with junk gives its real tokens (or its pooled vector) what it gives alone."""
     q, k, v = _normal(seed, (1, T + pad, D), (1, T + pad, D), (1, T + pad, D))
+    q = q * 10.0**scale
     padded = np.asarray(impl(q, k, v, np.array([T])))
     alone = np.asarray(impl(q[:, :T], k[:, :T], v[:, :T], np.array([T])))
     return _differs(padded[:, :T] if padded.ndim == 3 else padded, alone, "the sequence alone")
@@ -226,6 +227,7 @@ _register((masking.sliding_window_one_too_wide,), the_window_matches_the_referen
 _register(
     (batching.padding_mask_on_query_axis, batching.mean_over_padded_rows),
     padding_does_not_change_a_sequence,
+    scale=st.integers(0, 12),
     T=SIZES,
     D=SIZES,
     seed=SEEDS,

@@ -18,7 +18,7 @@ from ..bugs.references import REFERENCE
 from ..decoding import TinyDecoder
 from ._framework import CaseList, CheckResult, Exercise, Mistake, compare_array
 
-__all__ = [f"check_{name}" for name in bugs.__all__]
+__all__ = [*(f"check_{name}" for name in bugs.__all__), "check_rows_sum_to_one_test"]
 
 _ORIGINAL = "It matches the original bug: "
 
@@ -44,6 +44,8 @@ def _masked_cases(rng: np.random.Generator, *, empty_row: bool = False) -> CaseL
     ]
     q, k, v = _qkv(rng, 2, 3)
     keep = np.array([[True, False, True]] * 2)
+    dominant = (np.array([[1.0]]), np.array([[0.0], [2e4]]), np.array([[1.0], [-1.0]]), np.array([[True, False]]))
+    cases.append(("a blocked key scoring 20,000 above the kept one", dominant))
     cases.append(("scores in the hundreds of thousands", (q * 3e5, k, v, keep)))
     cases.append(("scores near 1e12: any finite push leaks", (q * 1e12, k, v, keep)))
     if empty_row:
@@ -188,6 +190,21 @@ def _window_cases(rng: np.random.Generator) -> CaseList:
     return [(f"T={T}, window={w}", (T, w)) for T, w in [(2, 1), (5, 2), (6, 3), (3, 5), (12, 6)]]
 
 
+def _renormalised(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+        w = np.exp(s - s.max(axis=-1, keepdims=True)) * keep
+        return (w / w.sum(axis=-1, keepdims=True)) @ v
+
+
+def _finite_key_fill(q: np.ndarray, k: np.ndarray, v: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    real = np.arange(q.shape[1]) < lengths[:, None]
+    with np.errstate(all="ignore"):
+        s = np.where(real[:, None, :], q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]), -10_000.0)
+        w = np.exp(s - s.max(axis=-1, keepdims=True))
+        return (w / w.sum(axis=-1, keepdims=True)) @ v
+
+
 def _rows_and_columns(q: np.ndarray, k: np.ndarray, v: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     real = np.arange(q.shape[1]) < lengths[:, None]
     return scaled_dot_product_attention(q, k, v, mask=real[:, :, None] & real[:, None, :])[0]
@@ -203,6 +220,14 @@ def _same_as(bug: Callable[..., Any]) -> Callable[[Any, tuple[Any, ...]], bool]:
             return got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-5, equal_nan=True)
 
     return detect
+
+
+_RENORMALISED = Mistake(
+    _renormalised,
+    "It matches zeroing the blocked weights after the softmax and renormalising: when a blocked score "
+    "dominates, the kept weights underflow to 0 and 0/0 is NaN; mask the scores before the softmax",
+    _same_as(_renormalised),
+)
 
 
 def _declare(
@@ -235,7 +260,7 @@ _EXERCISES = [
         1,
         _masked_cases,
         "blocking a key with -inf",
-        "-10,000 only pushes a blocked score down; use -inf (np.where(keep, scores, -np.inf))",
+        "a finite fill (here -10,000) only pushes a blocked score down; use -inf (np.where(keep, scores, -np.inf))",
     ),
     _declare(
         bugs.mask_after_softmax,
@@ -243,6 +268,7 @@ _EXERCISES = [
         _masked_cases,
         "masking scores before the softmax",
         "the mask is written into probabilities; mask the scores, then take the softmax",
+        _RENORMALISED,
     ),
     _declare(
         bugs.masked_fill_result_dropped,
@@ -250,6 +276,7 @@ _EXERCISES = [
         _masked_cases,
         "keeping the masked copy",
         "the masked copy is thrown away; assign it (scores = np.where(...))",
+        _RENORMALISED,
     ),
     _declare(
         bugs.nan_for_fully_masked_rows,
@@ -294,6 +321,11 @@ _EXERCISES = [
         _padded_cases,
         "a padding mask covers key columns",
         "the padding mask blocks query rows; block the padding's key columns, (B, 1, T)",
+        Mistake(
+            _finite_key_fill,
+            "It matches blocking the padding's keys with -10,000: right axis, but with scores 1e5 apart a finite "
+            "fill still leaks (bug 1); block with -inf",
+        ),
         Mistake(
             _rows_and_columns,
             "It matches blocking the padding's rows as well as its columns: its rows then see no key and come out "
@@ -390,3 +422,106 @@ def _checker(bug: str) -> Callable[[Callable[..., Any]], CheckResult]:
 
 
 globals().update({f"check_{name}": _checker(name) for name in bugs.__all__})
+
+
+# --- Exercise 20: a property with no reference ---------------------------------------------------------------
+
+
+def _loop_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Right, written as loops over the queries, in the inputs' own dtype."""
+    out = np.zeros(q.shape[:-1] + v.shape[-1:], dtype=np.result_type(q, k, v))
+    for i in np.ndindex(q.shape[:-1]):
+        s = k[i[:-1]] @ q[i] / q.shape[-1] ** 0.5
+        w = np.exp(s - s.max())
+        out[i] = (w / w.sum()) @ v[i[:-1]]
+    return out
+
+
+def _in_float32(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    return _loop_attention(*(np.asarray(a, dtype=np.float32) for a in (q, k, v)))
+
+
+def _unscaled(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Wrong (no scale), but every row of weights still sums to 1: this property cannot see it."""
+    return scaled_dot_product_attention(q, k, v, scale=1.0)[0]
+
+
+_SDPA = REFERENCE["scale_after_softmax"]
+_PROPERTY_CASES = [  # (attention, what it is, the verdict of a test of the property)
+    (_SDPA, "the package's attention", True),
+    (bugs.scale_after_softmax, "bugs.scale_after_softmax", False),
+    (bugs.softmax_over_queries, "bugs.softmax_over_queries", False),
+    (_loop_attention, "right, written with loops", True),
+    (_unscaled, "wrong, but its rows of weights sum to 1", True),
+    (_in_float32, "right, in float32", True),
+]
+
+
+def _rows_sum_to_one(
+    attention: Callable[..., Any], *, T: int = 3, S: int = 4, Dk: int = 4, exact: bool = False
+) -> bool:
+    """The property: if every value is the same vector c, every output is c (each row of weights sums to 1)."""
+    rng = np.random.default_rng(0)
+    q, k = rng.standard_normal((T, Dk)), rng.standard_normal((S, Dk))
+    c = rng.standard_normal(3)
+    out = np.asarray(attention(q, k, np.tile(c, (S, 1))), dtype=float)
+    if exact:
+        return bool(np.array_equal(out, np.broadcast_to(c, out.shape)))
+    return out.shape == (T, 3) and bool(np.allclose(out, c, rtol=1e-4, atol=1e-5))
+
+
+def _compare_verdict(got: Any, expected: bool) -> str | None:
+    if not isinstance(got, (bool, np.bool_)):
+        return f"the test must return True or False; got {got!r}"
+    return None if bool(got) == expected else f"got {bool(got)}"
+
+
+def _wrong_on(case: int) -> Callable[[Any, tuple[Any, ...]], bool]:
+    """Recognise a wrong verdict on the case that hands the test ``_PROPERTY_CASES[case]``'s attention."""
+    attention, _, verdict = _PROPERTY_CASES[case]
+    return lambda got, args: args[0] is attention and isinstance(got, (bool, np.bool_)) and bool(got) != verdict
+
+
+ROWS_SUM_TO_ONE = Exercise(
+    name="a property with no reference",
+    kind="test",
+    concept="testing what attention must do without a reference to compare with",
+    chapter=90,
+    number=20,
+    cases=lambda rng: [(what, (attention,)) for attention, what, _ in _PROPERTY_CASES],
+    reference=_rows_sum_to_one,
+    compare=_compare_verdict,
+    mistakes=(
+        Mistake(
+            lambda attention: _rows_sum_to_one(attention, Dk=1),
+            "It matches a test with Dk = 1, where 1/sqrt(Dk) = 1 and scaling after the softmax changes nothing",
+            _wrong_on(1),
+        ),
+        Mistake(
+            lambda attention: _rows_sum_to_one(attention, T=1, S=1),
+            "It matches a test with one query and one key, where any normalisation gives the weight 1",
+            _wrong_on(2),
+        ),
+        Mistake(
+            lambda attention: _rows_sum_to_one(attention, exact=True),
+            "It matches comparing without a tolerance: attention computed another way (in float32, or in "
+            "another order) differs in the last bits; use np.allclose",
+            lambda got, args: args[0] in (_SDPA, _loop_attention, _in_float32) and got is not True,
+        ),
+    ),
+    float32=False,  # the answer is a verdict; the test chooses its own inputs
+    passes="gives the right verdict",
+)
+
+
+def check_rows_sum_to_one_test(test: Callable[..., Any]) -> CheckResult:
+    """Check ``test(attention) -> bool``: True when ``attention(q, k, v)`` keeps a value that all keys share.
+
+    The test may use no reference implementation: it calls ``attention`` on
+    inputs it chooses, with every value row the same vector, and checks that
+    every output row is that vector. The checker hands it six attentions, two
+    of them bugs of the zoo.
+
+    See the bug zoo, exercise 20.
+    """
+    return ROWS_SUM_TO_ONE.check(test)
