@@ -847,12 +847,13 @@ def test_plots_and_figures_take_numpy_scalars_and_refuse_what_they_cannot_draw()
 
 
 def test_checkers_take_a_tensor_answer_and_hint_at_bfloat16():
-    from selfattention.exercises import check_attention_share, check_rope
+    from selfattention.exercises import check_attention_share, check_ntk_base
 
     def share(s, p, D, F, H):  # attention's share of a block, as a 0-d tensor
         T = (s // p) ** 2 + 1
         return torch.tensor((2 * D + T) / (2 * D + T + F))
 
     assert check_attention_share(share)
-    result = check_rope(lambda x, positions: torch.from_numpy(sa.apply_rope(x, positions)).bfloat16())
+    new_base = lambda base, head_dim, factor: torch.tensor(base * factor ** (head_dim / (head_dim - 2)))  # noqa: E731
+    result = check_ntk_base(lambda *args: new_base(*args).bfloat16())
     assert not result and "your answer is bfloat16, which keeps only about 2 significant digits" in str(result)
