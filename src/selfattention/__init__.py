@@ -28,7 +28,8 @@ The modules, in teaching order: ``scores`` (softmax), ``masks``, ``params``
 ``decoding`` (and ``decode_cost``, what a step reads, and ``sampling``, how the
 next token is chosen), ``backward``,
 ``training``, ``tiny_encoder``, ``vit`` (and ``vit_training``, its training and recorded
-run), ``pretrained``; then ``interop`` (reading PyTorch), ``plotting``,
+run), ``pretrained``, ``llm`` (chapter 14's SmolLM2-135M, from its GGUF file);
+then ``interop`` (reading PyTorch), ``plotting``,
 ``interactive`` (the site's interactive figures),
 ``exercises`` (the checkers), ``bugs`` (the bug zoo's buggy code and
 the property tests that catch it), ``testing`` and ``measure`` (helpers for the
@@ -99,6 +100,7 @@ _LAZY = {
 _SUBMODULES = (
     "exercises",
     "bugs",
+    "llm",
     "testing",
     "measure",
     "recorded",
