@@ -406,14 +406,11 @@ def compare_array(name: str, nan_hint: str = SOFTMAX_NAN_HINT) -> Compare:
     return lambda got, expected: _compare_array(got, expected, name, nan_hint)
 
 
-def compare_pair(got: Any, expected: tuple[np.ndarray, np.ndarray]) -> str | None:
-    """Compare a returned ``(output, weights)`` pair, weights first: they are nearer the cause."""
-    if not isinstance(got, (tuple, list)) or len(got) != 2:
-        return f"should return a pair (output, weights); got {type(got).__name__}"
-    out, weights = (np.shape(value) if answer_array(value) is None else answer_array(value).shape for value in got)
-    if out == expected[1].shape and weights == expected[0].shape and out != weights:
-        return "the pair looks swapped: return (output, weights), output first"
-    return _compare_array(got[1], expected[1], "weights") or _compare_array(got[0], expected[0], "output")
+def compare_verdict(got: Any, expected: bool) -> str | None:
+    """Compare the verdict of a learner's test (True or False) with the one a good test gives."""
+    if not isinstance(got, (bool, np.bool_)):
+        return f"the test must return True or False; got {got!r}"
+    return None if bool(got) == expected else f"got {bool(got)}"
 
 
 def compare_count(name: str, wrong: str) -> Compare:

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from ..scores import softmax
-from ._framework import CaseList, CheckResult, Exercise, Mistake, answer_array, compare_array
+from ._framework import CaseList, CheckResult, Exercise, Mistake, answer_array, compare_array, compare_verdict
 
 _ArrayFn = Callable[[np.ndarray], np.ndarray]  # an array in, an array out: (B, T, D) -> (B, T, D) for a head
 
@@ -278,12 +278,6 @@ def _sums_only(f: _ArrayFn, x: np.ndarray, rng: np.random.Generator) -> bool:
     )
 
 
-def _compare_verdict(got: Any, expected: bool) -> str | None:
-    if not isinstance(got, (bool, np.bool_)):
-        return f"the test must return True or False; got {got!r}"
-    return None if bool(got) == expected else f"got {bool(got)}"
-
-
 def _says(verdict: bool, trap: str | None = None) -> Callable[[Any, tuple[Any, ...]], bool]:
     """Recognise a verdict on one kind of case: ``verdict`` for a function marked ``trap`` (or an equivariant one)."""
 
@@ -304,7 +298,7 @@ PERMUTATION_TEST = Exercise(
     number=2,
     cases=_permutation_cases,
     reference=_every_permutation,
-    compare=_compare_verdict,
+    compare=compare_verdict,
     mistakes=(
         Mistake(
             _unpermuted,

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..backward import layer_norm_backward, scaled_dot_product_attention_backward
-from ._framework import CaseList, CheckResult, Exercise, Mistake, compare_array
+from ._framework import CaseList, CheckResult, Exercise, Mistake, compare_array, compare_verdict
 
 __all__ = ["check_rms_norm_backward", "check_gradient_test", "check_causal_tile_backward"]
 
@@ -248,12 +248,6 @@ def _gradient_test_cases(rng: np.random.Generator) -> CaseList:
     return [(f"{what}: expected {verdict}", (backward,)) for backward, what, verdict in _TEST_CASES]
 
 
-def _compare_verdict(got: Any, expected: bool) -> str | None:
-    if not isinstance(got, (bool, np.bool_)):
-        return f"the test must return True or False; got {got!r}"
-    return None if bool(got) == expected else f"got {bool(got)}"
-
-
 def _on(backward: Callable[..., Any]) -> Callable[[Any, tuple[Any, ...]], bool]:
     """Recognise a wrong verdict on the case that hands the test ``backward``."""
     return lambda got, args: args[0] is backward and bool(got) != _VERDICTS[backward]
@@ -269,7 +263,7 @@ GRADIENT_TEST = Exercise(
     number=2,
     cases=_gradient_test_cases,
     reference=_gradient_test,
-    compare=_compare_verdict,
+    compare=compare_verdict,
     mistakes=(
         Mistake(
             partial(_gradient_test, slip="upper left"),

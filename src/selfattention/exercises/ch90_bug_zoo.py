@@ -14,9 +14,10 @@ import numpy as np
 
 from .. import bugs
 from ..attention import scaled_dot_product_attention
+from ..bugs._common import scores, softmax_quiet, weighted_values
 from ..bugs.references import REFERENCE
 from ..decoding import TinyDecoder
-from ._framework import CaseList, CheckResult, Exercise, Mistake, compare_array
+from ._framework import CaseList, CheckResult, Exercise, Mistake, compare_array, compare_verdict
 
 __all__ = [*(f"check_{name}" for name in bugs.__all__), "check_rows_sum_to_one_test"]
 
@@ -191,18 +192,14 @@ def _window_cases(rng: np.random.Generator) -> CaseList:
 
 
 def _renormalised(q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    weights = softmax_quiet(scores(q, k)) * keep  # softmax first, then the blocked weights zeroed
     with np.errstate(all="ignore"):
-        s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
-        w = np.exp(s - s.max(axis=-1, keepdims=True)) * keep
-        return (w / w.sum(axis=-1, keepdims=True)) @ v
+        return weighted_values(weights / weights.sum(axis=-1, keepdims=True), v)
 
 
 def _finite_key_fill(q: np.ndarray, k: np.ndarray, v: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     real = np.arange(q.shape[1]) < lengths[:, None]
-    with np.errstate(all="ignore"):
-        s = np.where(real[:, None, :], q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1]), -10_000.0)
-        w = np.exp(s - s.max(axis=-1, keepdims=True))
-        return (w / w.sum(axis=-1, keepdims=True)) @ v
+    return weighted_values(softmax_quiet(np.where(real[:, None, :], scores(q, k), -10_000.0)), v)
 
 
 def _rows_and_columns(q: np.ndarray, k: np.ndarray, v: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -470,12 +467,6 @@ def _rows_sum_to_one(
     return out.shape == (T, 3) and bool(np.allclose(out, c, rtol=1e-4, atol=1e-5))
 
 
-def _compare_verdict(got: Any, expected: bool) -> str | None:
-    if not isinstance(got, (bool, np.bool_)):
-        return f"the test must return True or False; got {got!r}"
-    return None if bool(got) == expected else f"got {bool(got)}"
-
-
 def _wrong_on(case: int) -> Callable[[Any, tuple[Any, ...]], bool]:
     """Recognise a wrong verdict on the case that hands the test ``_PROPERTY_CASES[case]``'s attention."""
     attention, _, verdict = _PROPERTY_CASES[case]
@@ -490,7 +481,7 @@ ROWS_SUM_TO_ONE = Exercise(
     number=20,
     cases=lambda rng: [(what, (attention,)) for attention, what, _ in _PROPERTY_CASES],
     reference=_rows_sum_to_one,
-    compare=_compare_verdict,
+    compare=compare_verdict,
     mistakes=(
         Mistake(
             lambda attention: _rows_sum_to_one(attention, Dk=1),
