@@ -19,9 +19,10 @@ through it. Split by what they read:
 Taught in chapters 2–7, wherever a NumPy result is checked against PyTorch.
 """
 
-from . import modules, sdpa, state_dict
+from . import llama, modules, sdpa, state_dict
+from .llama import *  # noqa: F403
 from .modules import *  # noqa: F403
 from .sdpa import *  # noqa: F403
 from .state_dict import *  # noqa: F403
 
-__all__ = [*modules.__all__, *sdpa.__all__, *state_dict.__all__]
+__all__ = [*llama.__all__, *modules.__all__, *sdpa.__all__, *state_dict.__all__]
