@@ -28,6 +28,18 @@ _LINEARS = (
     ("mlp.up_proj", None, "up"),
     ("mlp.down_proj", None, "down"),
 )
+_CONFIG_FIELDS = (
+    "vocab_size",
+    "d_model",
+    "d_ff",
+    "num_layers",
+    "num_heads",
+    "num_kv_heads",
+    "head_dim",
+    "context_length",
+    "rms_norm_eps",
+    "rope_base",
+)
 
 
 def llama_state_dict(weights: Any) -> dict[str, np.ndarray]:
@@ -66,7 +78,7 @@ def llama_state_dict(weights: Any) -> dict[str, np.ndarray]:
             for name, group, part in _LINEARS:
                 layer = getattr(block.attention if group else block, part)
                 state[p + name + ".weight"] = linear_to_torch(layer)[0]
-    except AttributeError as exc:
+    except (AttributeError, TypeError) as exc:  # a part missing, or blocks that are not a sequence
         raise ValueError(f"weights must be shaped like selfattention.llm.LlamaWeights; {exc}") from None
     return state
 
@@ -100,6 +112,9 @@ def transformers_llama(weights: Any) -> Any:
     c = getattr(weights, "config", None)
     if c is None:
         raise ValueError("weights must be shaped like selfattention.llm.LlamaWeights; it has no config")
+    absent = [name for name in _CONFIG_FIELDS if not hasattr(c, name)]
+    if absent:
+        raise ValueError(f"weights.config must be a selfattention.llm.LlamaConfig; it has no {', '.join(absent)}")
     state = llama_state_dict(weights)
     config = LlamaConfig(
         vocab_size=c.vocab_size,
@@ -122,7 +137,10 @@ def transformers_llama(weights: Any) -> Any:
     with torch.device("meta"):
         model = LlamaForCausalLM(config)
     tensors = {name: torch.from_numpy(array) for name, array in state.items()}
-    missing, unexpected = model.load_state_dict(tensors, strict=False, assign=True)
+    try:
+        missing, unexpected = model.load_state_dict(tensors, strict=False, assign=True)
+    except RuntimeError as exc:  # torch's size mismatch: the arrays do not have the config's shapes
+        raise ValueError(f"the weights do not have the shapes their config states: {exc}") from None
     if unexpected or set(missing) - {"lm_head.weight"}:
         raise ValueError(f"the state dict does not fit LlamaForCausalLM: missing {missing}, unexpected {unexpected}")
     model.tie_weights()

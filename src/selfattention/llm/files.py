@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from .._validation import check_bool
 from ..pretrained import _sha256
 
 __all__ = ["LlamaConfig", "GGUFContents", "smollm2_path", "read_config", "read_gguf", "cache_dir", "SMOLLM2_SHA256"]
@@ -118,32 +119,54 @@ def _open(path: Any) -> tuple[Path, Any]:
     """The path and a ``gguf.GGUFReader`` on it, or a ValueError."""
     from gguf import GGUFReader  # imports its own dependencies; only here
 
-    path = smollm2_path() if path is None else Path(path) if isinstance(path, (str, Path)) else None
-    if path is None or not path.is_file():
-        raise ValueError(f"path must be an existing GGUF file; got {path!r}")
+    path = _existing_file(path)
     try:
         return path, GGUFReader(path)
     except Exception as exc:  # gguf raises several types for a file that is not GGUF
         raise ValueError(f"{path.name} is not a GGUF file ({type(exc).__name__}: {exc})") from None
 
 
+def _existing_file(path: Any) -> Path:
+    """``path`` (None for SmolLM2's file) as a Path to an existing file, or a ValueError."""
+    found = smollm2_path() if path is None else Path(path) if isinstance(path, (str, Path)) else None
+    if found is None or not found.is_file():
+        raise ValueError(f"path must be an existing GGUF file; got {path!r}")
+    return found
+
+
 def _config(reader: Any, name: str) -> LlamaConfig:
     architecture = _field(reader, "general.architecture")
     if architecture != "llama":
         raise ValueError(f"expected a Llama-architecture model; {name} holds {architecture!r}")
-    D, H = int(_field(reader, "llama.embedding_length")), int(_field(reader, "llama.attention.head_count"))
-    Hkv = int(_field(reader, "llama.attention.head_count_kv"))
+    sizes = {
+        key: int(_field(reader, f"llama.{key}"))
+        for key in (
+            "block_count",
+            "embedding_length",
+            "attention.head_count",
+            "attention.head_count_kv",
+            "feed_forward_length",
+            "context_length",
+        )
+    }
+    tokens = reader.fields.get("tokenizer.ggml.tokens")
+    if tokens is None:
+        raise ValueError(f"the GGUF header has no 'tokenizer.ggml.tokens': {name} holds no tokenizer vocabulary")
+    sizes["tokenizer.ggml.tokens"] = len(tokens.data)
+    if min(sizes.values()) < 1:
+        raise ValueError(f"the sizes in {name} must be positive; got {sizes}")
+    D, H, Hkv = sizes["embedding_length"], sizes["attention.head_count"], sizes["attention.head_count_kv"]
     if D % H or H % Hkv:
         raise ValueError(f"inconsistent sizes in {name}: D = {D}, H = {H}, Hkv = {Hkv}")
     return LlamaConfig(
-        num_layers=int(_field(reader, "llama.block_count")),
+        num_layers=sizes["block_count"],
         d_model=D,
         num_heads=H,
         num_kv_heads=Hkv,
         head_dim=D // H,
-        d_ff=int(_field(reader, "llama.feed_forward_length")),
-        vocab_size=len(reader.fields["tokenizer.ggml.tokens"].data),
-        context_length=int(_field(reader, "llama.context_length")),
+        d_ff=sizes["feed_forward_length"],
+        vocab_size=sizes["tokenizer.ggml.tokens"],
+        context_length=sizes["context_length"],
         rope_base=float(_field(reader, "llama.rope.freq_base")),
         rms_norm_eps=float(_field(reader, "llama.attention.layer_norm_rms_epsilon")),
     )
@@ -223,7 +246,12 @@ def _parse(path: Path, reader: Any, sha256: str) -> GGUFContents:
         if kind not in ("F32", "Q8_0", "Q4_1"):
             raise ValueError(f"{path.name}: {tensor.name} is stored as {kind}; chapter 14 reads F32, Q8_0 and Q4_1")
         tensors[tensor.name] = (kind, np.array(tensor.data))  # a copy: the reader's arrays map the file
-    field = reader.fields["tokenizer.ggml.token_type"]
+    field = reader.fields.get("tokenizer.ggml.token_type")
+    if field is None:
+        raise ValueError(
+            f"the GGUF header of {path.name} has no 'tokenizer.ggml.token_type': "
+            "the file holds no GPT-2-style tokenizer"
+        )
     return GGUFContents(
         config=config,
         tensors=tensors,
@@ -256,6 +284,8 @@ def _write_cache(contents: GGUFContents, where: Path) -> None:
         )
         (tmp / "contents.json").write_text(json.dumps(meta), encoding="utf-8")
         np.savez(tmp / "tensors.npz", **{name: data for name, (_, data) in contents.tensors.items()})
+        if where.exists():  # a damaged cache, or one of an older format: read_gguf found it unusable
+            shutil.rmtree(where, ignore_errors=True)
         os.replace(tmp, where)  # atomic; fails if another process got there first, which is as good
     except OSError:
         pass  # no cache (a read-only home, a full disk): the next read parses the file again
@@ -307,11 +337,8 @@ def read_gguf(path: str | Path | None = None, *, use_cache: bool = True) -> GGUF
     -----
     See chapter 14 (reading the file).
     """
-    path = smollm2_path() if path is None else Path(path) if isinstance(path, (str, Path)) else None
-    if path is None or not path.is_file():
-        raise ValueError(f"path must be an existing GGUF file; got {path!r}")
-    if not isinstance(use_cache, bool):
-        raise ValueError(f"use_cache must be True or False; got {use_cache!r}")
+    path = _existing_file(path)
+    use_cache = check_bool(use_cache, "use_cache")
     sha256 = _sha256(path)
     where = cache_dir() / f"gguf-{sha256[:16]}"
     if use_cache and (cached := _read_cache(where, sha256)) is not None:

@@ -1,219 +1,42 @@
-r"""A Llama decoder in NumPy from the course's pieces, and SmolLM2-135M loaded into it.
+r"""SmolLM2-135M as a :class:`Llama`: the blocks of :mod:`~selfattention.llm.layers` stacked, with generation.
 
-Taught in chapter 14. From chapter 9's decoder block, three parts change:
-
-- **RMSNorm** replaces LayerNorm: no mean is subtracted and there is no bias,
-  :math:`\operatorname{RMSNorm}(x) = x / \sqrt{\overline{x^2} + \epsilon} \odot g`.
-- **SwiGLU** replaces the GELU feed-forward: two projections up, one gated by
-  the other, :math:`(\operatorname{SiLU}(x W_{gate}) \odot x W_{up}) W_{down}`.
-- **Tied output layer**: the logits are the final hidden state times the
-  embedding matrix transposed.
-
-RoPE is chapter 8's :func:`~selfattention.apply_rope`, grouped-query attention
-chapter 9's ``enable_gqa`` of :func:`~selfattention.scaled_dot_product_attention`,
-the cache chapter 9's :class:`~selfattention.KVCache`, and sampling chapter 9's
+Taught in chapter 14. Thirty Llama blocks between an embedding and a final
+RMSNorm; the output layer is the embedding matrix transposed (tied weights).
+Generation reuses chapter 9's :class:`~selfattention.KVCache` and
 :func:`~selfattention.sample_next_token`.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from math import isqrt
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike
-from scipy.special import expit
+from numpy.typing import DTypeLike
 
 from .._validation import (
-    as_float_array,
-    check_all_finite,
+    as_array,
     check_bool,
-    check_min_ndim,
     check_nonnegative_int,
     check_positive_int,
     check_real_scalar,
 )
-from ..attention import scaled_dot_product_attention
 from ..decoding import KVCache
-from ..multihead import merge_heads, split_heads
-from ..params import Linear, project_qkv
-from ..positions import apply_rope
 from ..sampling import sample_next_token
 from .files import SMOLLM2_SHA256, read_gguf
+from .layers import llama_block, rms_norm
 from .tokenizer import build_tokenizer, render_chat
-from .weights import LlamaBlock, LlamaWeights, weights_from_gguf
+from .weights import LlamaWeights, _cast, weights_from_gguf
 
-__all__ = ["rms_norm", "silu", "swiglu", "llama_block", "Llama", "load_smollm2"]
+_HEAD_ROWS = 4096  # vocabulary rows converted at a time for a float64 output layer: 19 MB
 
+__all__ = ["Llama", "load_smollm2"]
 
-def rms_norm(x: ArrayLike, weight: ArrayLike, eps: float = 1e-5) -> np.ndarray:
-    r"""Root-mean-square normalisation: :math:`x / \sqrt{\operatorname{mean}(x^2) + \epsilon} \odot g`.
-
-    LayerNorm without the centring and without the shift :cite:`zhang2019root`.
-
-    Parameters
-    ----------
-    x : array_like, shape (..., D)
-    weight : array_like, shape (D,)
-        The scale ``g``.
-    eps : float, default 1e-5
-        Added to the mean square; positive.
-
-    Returns
-    -------
-    numpy.ndarray, shape (..., D)
-        In the result dtype of ``x`` and ``weight``.
-
-    Raises
-    ------
-    ValueError
-        If the widths differ, ``eps`` is not positive, or an input is not finite.
-
-    Notes
-    -----
-    See chapter 14 (from LayerNorm to RMSNorm).
-    """
-    x, weight = as_float_array(x, "x"), as_float_array(weight, "weight")
-    check_min_ndim(x, "x", 1, "(..., D)")
-    if weight.ndim != 1 or weight.shape[0] != x.shape[-1]:
-        raise ValueError(f"weight must have shape (D,) = ({x.shape[-1]},) for x {x.shape}; got {weight.shape}")
-    eps = check_real_scalar(eps, "eps", positive=True)
-    check_all_finite(x, "x")
-    dtype = np.result_type(x, weight)
-    mean_square = np.mean(np.square(x, dtype=dtype), axis=-1, keepdims=True)  # (..., 1)
-    return x / np.sqrt(mean_square + dtype.type(eps)) * weight
-
-
-def silu(x: ArrayLike) -> np.ndarray:
-    r"""The sigmoid-weighted linear unit, :math:`x\,\sigma(x)` (also called swish).
-
-    Raises
-    ------
-    ValueError
-        If ``x`` is not an array of numbers.
-
-    Notes
-    -----
-    See chapter 14 (SwiGLU). Never overflows: :math:`\sigma` is
-    ``scipy.special.expit``.
-    """
-    x = as_float_array(x, "x")
-    return x * expit(x)
-
-
-def swiglu(x: ArrayLike, gate: Linear, up: Linear, down: Linear) -> np.ndarray:
-    r"""The gated feed-forward layer of Llama: :math:`(\operatorname{SiLU}(x W_{gate}) \odot x W_{up})\, W_{down}`.
-
-    :cite:`shazeer2020glu`. D -> F (twice) -> D.
-
-    Parameters
-    ----------
-    x : array_like, shape (..., D)
-    gate, up : Linear
-        (D, F) each.
-    down : Linear
-        (F, D).
-
-    Returns
-    -------
-    numpy.ndarray, shape (..., D)
-
-    Raises
-    ------
-    ValueError
-        If a part is not a :class:`~selfattention.Linear` or the widths do not fit.
-
-    Notes
-    -----
-    See chapter 14.
-    """
-    for name, part in (("gate", gate), ("up", up), ("down", down)):
-        if not isinstance(part, Linear):
-            raise ValueError(f"{name} must be a Linear; got {type(part).__name__}")
-    if gate.weight.shape != up.weight.shape or down.d_in != gate.d_out:
-        raise ValueError(
-            f"gate and up must be (D, F) and down (F, D); got {gate.weight.shape}, {up.weight.shape}, "
-            f"{down.weight.shape}"
-        )
-    return down(silu(gate(x)) * up(x), "the gated hidden layer")  # (..., F) -> (..., D)
-
-
-def llama_block(
-    x: ArrayLike,
-    block: LlamaBlock,
-    num_heads: int,
-    *,
-    positions: ArrayLike | None = None,
-    cache: KVCache | None = None,
-    eps: float = 1e-5,
-    rope_base: float = 10000.0,
-    return_weights: bool = False,
-) -> Any:
-    r"""One Llama decoder block: pre-norm causal attention with RoPE and shared key/value heads, then SwiGLU.
-
-    .. math::
-
-        h = x + \operatorname{Attn}\big(\operatorname{RMSNorm}_1(x)\big), \qquad
-        y = h + \operatorname{SwiGLU}\big(\operatorname{RMSNorm}_2(h)\big)
-
-    Parameters
-    ----------
-    x : array_like, shape (t, D)
-        The tokens to process: a whole sequence, or the new ones after a cache.
-    block : LlamaBlock
-    num_heads : int
-        H, the query heads; the key/value heads are read from the weights' widths.
-    positions : array_like, shape (t,), optional
-        Defaults to ``cache.position + 0 … t-1`` (0 … t-1 without a cache).
-    cache : KVCache, optional
-        This block's cache, updated in place.
-    eps : float, default 1e-5
-    rope_base : float, default 10000.0
-    return_weights : bool, default False
-        Also return the attention weights, (H, t, S).
-
-    Returns
-    -------
-    numpy.ndarray, shape (t, D), or (that, weights)
-
-    Raises
-    ------
-    ValueError
-        If the widths or head counts do not fit, or an argument is invalid.
-
-    Notes
-    -----
-    See chapter 14. The queries see the keys at or before their own position
-    (lower-right causal alignment, so a cache needs no other mask).
-    """
-    if not isinstance(block, LlamaBlock):
-        raise ValueError(f"block must be a LlamaBlock; got {type(block).__name__}")
-    if cache is not None and not isinstance(cache, KVCache):
-        raise ValueError(f"cache must be a KVCache or None; got {type(cache).__name__}")
-    return_weights = check_bool(return_weights, "return_weights")
-    x = as_float_array(x, "x")
-    if x.ndim != 2 or x.shape[0] == 0 or x.shape[1] != block.attention.d_model:
-        raise ValueError(f"x must be (t, D) with t >= 1 and D = {block.attention.d_model}; got shape {x.shape}")
-    H, Hkv = block.attention.head_counts(num_heads)
-    t = x.shape[0]
-    if positions is None:
-        positions = (0 if cache is None else cache.position) + np.arange(t)
-    h = rms_norm(x, block.attention_norm, eps)
-    q, k, v = project_qkv(h, block.attention)  # (t, H*Dh), (t, Hkv*Dh), (t, Hkv*Dh)
-    q, k, v = split_heads(q, H), split_heads(k, Hkv), split_heads(v, Hkv)  # (heads, t, Dh)
-    q, k = apply_rope(q, positions, base=rope_base), apply_rope(k, positions, base=rope_base)
-    if cache is not None:
-        k, v = cache.update(k, v)  # (Hkv, S, Dh): every cached key, the new ones last
-    try:
-        out, weights = scaled_dot_product_attention(q, k, v, is_causal=t > 1, enable_gqa=True)  # (H, t, Dh)
-        x = x + block.attention.out(merge_heads(out))  # (t, D)
-        y = x + swiglu(rms_norm(x, block.mlp_norm, eps), block.gate, block.up, block.down)
-    except Exception:
-        if cache is not None:
-            cache._take_back()  # a failed call leaves the cache as it found it
-        raise
-    return (y, weights) if return_weights else y
+_MAX_ATTENTION_NUMBERS = 2**27  # what Llama.attentions may return: 512 MiB of float32, T = 705 for SmolLM2
 
 
 @dataclass(frozen=True)
@@ -247,12 +70,27 @@ class Llama:
     def __post_init__(self) -> None:
         if not isinstance(self.weights, LlamaWeights):
             raise ValueError(f"weights must be LlamaWeights; got {type(self.weights).__name__}")
-        if self.tokenizer.get_vocab_size() != self.weights.config.vocab_size:
+        if not callable(getattr(self.tokenizer, "get_vocab_size", None)):  # a stand-in with its methods will do
             raise ValueError(
-                f"the tokenizer has {self.tokenizer.get_vocab_size()} tokens; "
-                f"the weights {self.weights.config.vocab_size}"
+                "tokenizer must be a tokenizers.Tokenizer (build_tokenizer makes one); "
+                f"got {type(self.tokenizer).__name__}"
             )
-        object.__setattr__(self, "stop_ids", frozenset(self.stop_ids) | {self.eos_id})
+        V = self.weights.config.vocab_size
+        if self.tokenizer.get_vocab_size() != V:
+            raise ValueError(f"the tokenizer has {self.tokenizer.get_vocab_size()} tokens; the weights {V}")
+        for name in ("chat_template", "name"):
+            if not isinstance(getattr(self, name), str):
+                raise ValueError(f"{name} must be a str; got {type(getattr(self, name)).__name__}")
+        eos_id = _token_id(self.eos_id, "eos_id", V)
+        if isinstance(self.stop_ids, (str, bytes)) or not isinstance(self.stop_ids, Iterable):
+            raise ValueError(f"stop_ids must be a set of token ids; got {self.stop_ids!r:.80}")
+        stop_ids = frozenset(_token_id(i, "stop_ids", V) for i in self.stop_ids) | {eos_id}
+        object.__setattr__(self, "eos_id", eos_id)
+        object.__setattr__(self, "stop_ids", stop_ids)
+
+    def astype(self, dtype: DTypeLike) -> Llama:
+        """The same model with its weights in float32 or float64 (float64 for numbers stable to 1e-9)."""
+        return dataclasses.replace(self, weights=self.weights.astype(dtype))
 
     @property
     def config(self) -> Any:
@@ -270,19 +108,27 @@ class Llama:
 
     def encode(self, text: str) -> list[int]:
         """The token ids of ``text``; control tokens written in it (``<|im_start|>``) are matched whole."""
-        if not isinstance(text, str):
-            raise ValueError(f"text must be a str; got {type(text).__name__}")
-        return self.tokenizer.encode(text, add_special_tokens=False).ids
+        return self._encoding(text).ids
 
     def tokens(self, text: str) -> list[str]:
         """The tokens of ``text`` as strings, in GPT-2's byte alphabet (``Ġ`` is a space)."""
+        return self._encoding(text).tokens
+
+    def _encoding(self, text: Any) -> Any:
         if not isinstance(text, str):
             raise ValueError(f"text must be a str; got {type(text).__name__}")
-        return self.tokenizer.encode(text, add_special_tokens=False).tokens
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:  # a lone surrogate, e.g. from bytes decoded with errors="surrogateescape"
+            raise ValueError(
+                f"text must be valid Unicode; it holds {text[exc.start : exc.end]!r} at position {exc.start}, "
+                "half of a UTF-16 surrogate pair, which no byte-level tokenizer can spell"
+            ) from None
+        return self.tokenizer.encode(text, add_special_tokens=False)
 
     def decode(self, ids: Any) -> str:
-        """The text of token ids; control tokens are written out."""
-        return self.tokenizer.decode(self._ids(ids, "ids"), skip_special_tokens=False)
+        """The text of token ids (any number of them; none gives ""); control tokens are written out."""
+        return self.tokenizer.decode(self._ids(ids, "ids", empty=True, context=False), skip_special_tokens=False)
 
     def chat_prompt(self, messages: Any) -> str:
         """A conversation (a str is one user message) as the prompt the model continues, by the file's template."""
@@ -290,16 +136,25 @@ class Llama:
             messages = [{"role": "user", "content": messages}]
         return render_chat(self.chat_template, messages)
 
-    def _ids(self, ids: Any, name: str, *, empty: bool = False) -> list[int]:
-        arr = np.asarray(ids) if not isinstance(ids, str) else None
+    def _ids(self, ids: Any, name: str, *, empty: bool = False, context: bool = True) -> list[int]:
+        """``ids`` as a list of ints in [0, V), at least one unless ``empty``, at most the context if ``context``."""
+        try:
+            arr = None if isinstance(ids, (str, bytes)) else as_array(ids, name)
+        except ValueError:  # ragged lists and the like
+            arr = None
         V = self.config.vocab_size
-        if arr is None or arr.ndim != 1 or (arr.size and not np.issubdtype(arr.dtype, np.integer)):
+        if (
+            arr is None
+            or arr.ndim != 1
+            or (arr.size and not np.issubdtype(arr.dtype, np.integer))
+            or (isinstance(ids, (list, tuple)) and any(isinstance(i, (bool, np.bool_)) for i in ids))
+        ):
             raise ValueError(f"{name} must be a 1-D sequence of token ids (ints); got {ids!r:.80}")
         if not empty and arr.size == 0:
             raise ValueError(f"{name} must hold at least one token id; got none")
         if arr.size and (arr.min() < 0 or arr.max() >= V):
             raise ValueError(f"{name} must be token ids in [0, {V}); got values from {arr.min()} to {arr.max()}")
-        if arr.size > self.config.context_length:
+        if context and arr.size > self.config.context_length:
             raise ValueError(
                 f"{name} holds {arr.size} tokens; the model was trained for at most {self.config.context_length}"
             )
@@ -308,17 +163,27 @@ class Llama:
     # -- the forward pass -----------------------------------------------------------------------------
 
     def _run(
-        self, ids: list[int], caches: list[KVCache] | None, *, last_only: bool, weights: bool = False
+        self,
+        ids: list[int],
+        caches: list[KVCache] | None,
+        *,
+        last_only: bool,
+        weights: bool = False,
+        dtype: np.dtype | None = None,
     ) -> tuple[np.ndarray, list[np.ndarray]]:
-        """Logits (t, V) or (1, V) for new ids after the caches, and each block's attention weights if asked."""
+        """Logits (t, V) or (1, V) for new ids after the caches, and each block's attention weights if asked.
+
+        With ``dtype`` other than the weights', each block's weights are converted as the block is used.
+        """
         c, w = self.config, self.weights
-        x = w.embedding[ids]  # (t, D): a row per token
+        dtype = w.dtype if dtype is None else dtype
+        x = w.embedding[ids].astype(dtype, copy=False)  # (t, D): a row per token
         maps = []
         for i, block in enumerate(w.blocks):
             cache = None if caches is None else caches[i]
             result = llama_block(
                 x,
-                block,
+                block if dtype == w.dtype else _cast(block, dtype),  # a block at a time: 36 MB in float64
                 c.num_heads,
                 cache=cache,
                 eps=c.rms_norm_eps,
@@ -328,22 +193,50 @@ class Llama:
             x, maps = (result[0], maps + [result[1]]) if weights else (result, maps)
         if last_only:
             x = x[-1:]  # only the next token's logits are needed: 1 row of the (t, V) product
-        h = rms_norm(x, w.final_norm, c.rms_norm_eps)
-        return h @ w.embedding.T, maps  # (t, V): the output layer is the embedding, tied
+        h = rms_norm(x, w.final_norm.astype(dtype, copy=False), c.rms_norm_eps)
+        if dtype == w.dtype:
+            return h @ w.embedding.T, maps  # (t, V): the output layer is the embedding, tied
+        rows = range(0, c.vocab_size, _HEAD_ROWS)  # the embedding converted a slice at a time
+        return np.concatenate([h @ w.embedding[r : r + _HEAD_ROWS].T.astype(dtype) for r in rows], axis=-1), maps
 
-    def logits(self, ids: Any) -> np.ndarray:
+    def logits(self, ids: Any, dtype: DTypeLike | None = None) -> np.ndarray:
         """The next-token logits after every prefix of ``ids``: row ``i`` scores the token after ``ids[i]``.
+
+        Parameters
+        ----------
+        ids : sequence of int
+        dtype : float32 or float64, optional
+            Compute in this dtype; defaults to the weights' (float32 for
+            SmolLM2 as loaded). float64 from float32 weights converts each
+            block's weights as it is used, so no float64 copy of the whole
+            model (1 GB) is made: numbers stable to about 1e-9, for output
+            that must be the same on every machine.
 
         Returns
         -------
         numpy.ndarray, shape (T, V)
-            In the weights' dtype (float32 for SmolLM2 as loaded).
         """
-        return self._run(self._ids(ids, "ids"), None, last_only=False)[0]
+        if dtype is not None:
+            resolved = np.dtype(dtype) if isinstance(dtype, (str, type, np.dtype)) else None
+            if resolved is None or resolved.name not in ("float32", "float64"):
+                raise ValueError(f"dtype must be float32, float64 or None; got {dtype!r}")
+            dtype = resolved
+        return self._run(self._ids(ids, "ids"), None, last_only=False, dtype=dtype)[0]
 
-    def attentions(self, text: str) -> np.ndarray:
-        """Every block's and head's attention weights on ``text``: (L, H, T, T), row = query, column = key."""
-        ids = self._ids(self.encode(text), "the tokens of text")
+    def attentions(self, text: Any) -> np.ndarray:
+        """Every block's and head's attention weights: (L, H, T, T), row = query, column = key.
+
+        ``text`` is a str, or the token ids to read (a 1-D sequence of ints).
+        """
+        ids = self.encode(text) if isinstance(text, str) else text
+        ids = self._ids(ids, "the tokens of text" if isinstance(text, str) else "text (as token ids)")
+        c = self.config
+        numbers = c.num_layers * c.num_heads * len(ids) ** 2
+        if numbers > _MAX_ATTENTION_NUMBERS:
+            raise ValueError(
+                f"the attention weights of {len(ids)} tokens would hold L*H*T*T = {numbers:,} numbers; give a text "
+                f"of at most {isqrt(_MAX_ATTENTION_NUMBERS // (c.num_layers * c.num_heads))} tokens"
+            )
         return np.stack(self._run(ids, None, last_only=True, weights=True)[1])
 
     def new_caches(self, max_len: int) -> list[KVCache]:
@@ -441,6 +334,8 @@ class Llama:
             If an argument is invalid, or prompt plus new tokens pass the context.
         """
         ids = self.encode(prompt)
+        if not ids:
+            raise ValueError("prompt must hold at least one token for the model to continue; got an empty string")
         new = self.generate_ids(
             ids,
             max_new_tokens,
@@ -460,6 +355,14 @@ class Llama:
         ``options`` are :meth:`generate`'s.
         """
         return self.generate(self.chat_prompt(message), max_new_tokens, **options)
+
+
+def _token_id(value: Any, name: str, vocab_size: int) -> int:
+    """``value`` as an int in [0, vocab_size), or a ValueError naming ``name``."""
+    value = check_nonnegative_int(value, name)
+    if value >= vocab_size:
+        raise ValueError(f"{name}: {value} is not a token id; the vocabulary's ids run from 0 to {vocab_size - 1}")
+    return value
 
 
 def load_smollm2(

@@ -79,7 +79,7 @@ def dequantize_q8_0(raw: ArrayLike) -> np.ndarray:
     """
     blocks = _blocks(raw, "Q8_0")
     q = np.ascontiguousarray(blocks[..., 2:]).view(np.int8)  # (..., blocks, 32)
-    return (q * _float16(blocks, 0)).reshape(*blocks.shape[:-2], -1)
+    return (q * _float16(blocks, 0)).reshape(*blocks.shape[:-2], blocks.shape[-2] * BLOCK_SIZE)
 
 
 def dequantize_q4_1(raw: ArrayLike) -> np.ndarray:
@@ -107,7 +107,7 @@ def dequantize_q4_1(raw: ArrayLike) -> np.ndarray:
     blocks = _blocks(raw, "Q4_1")
     packed = blocks[..., 4:]  # (..., blocks, 16)
     q = np.concatenate([packed & 0x0F, packed >> 4], axis=-1)  # (..., blocks, 32): low nibbles first
-    return (q * _float16(blocks, 0) + _float16(blocks, 2)).reshape(*blocks.shape[:-2], -1)
+    return (q * _float16(blocks, 0) + _float16(blocks, 2)).reshape(*blocks.shape[:-2], blocks.shape[-2] * BLOCK_SIZE)
 
 
 _DEQUANTIZERS = {"Q8_0": dequantize_q8_0, "Q4_1": dequantize_q4_1}
@@ -126,7 +126,7 @@ def dequantize(raw: ArrayLike, kind: str) -> np.ndarray:
         if arr.dtype != np.float32:
             raise ValueError(f"F32 data must be float32; got {arr.dtype}")
         return arr
-    if kind not in _DEQUANTIZERS:
+    if not isinstance(kind, str) or kind not in _DEQUANTIZERS:
         raise ValueError(f"kind must be one of 'F32', 'Q8_0', 'Q4_1' (the types SmolLM2's file uses); got {kind!r}")
     return _DEQUANTIZERS[kind](raw)
 
@@ -151,7 +151,9 @@ def quantize_q4_1(w: ArrayLike) -> np.ndarray:
     Raises
     ------
     ValueError
-        If ``w`` is not finite or its rows are not whole blocks of 32.
+        If ``w`` is not finite, lies outside float16's range (the minimum and
+        scale of each block are stored as float16), or its rows are not whole
+        blocks of 32.
 
     Notes
     -----
@@ -163,11 +165,18 @@ def quantize_q4_1(w: ArrayLike) -> np.ndarray:
     if w.ndim == 0 or w.shape[-1] == 0 or w.shape[-1] % BLOCK_SIZE:
         raise ValueError(f"w must have rows of whole blocks of {BLOCK_SIZE} numbers; got shape {w.shape}")
     check_all_finite(w, "w")
-    blocks = w.astype(np.float32).reshape(*w.shape[:-1], -1, BLOCK_SIZE)  # (..., blocks, 32)
+    largest, limit = float(np.abs(w).max(initial=0)), float(np.finfo(np.float16).max)
+    if largest > limit:
+        raise ValueError(
+            f"w must lie within +-{limit:,.0f}, float16's range: each block's minimum and scale are stored as "
+            f"float16; got a weight of magnitude {largest:.3g}"
+        )
+    n = w.shape[-1] // BLOCK_SIZE
+    blocks = w.astype(np.float32).reshape(*w.shape[:-1], n, BLOCK_SIZE)  # (..., blocks, 32)
     low, high = blocks.min(axis=-1, keepdims=True), blocks.max(axis=-1, keepdims=True)
     d = (high - low) / 15
     inverse = np.divide(1, d, out=np.zeros_like(d), where=d != 0)
     q = np.minimum(np.floor((blocks - low) * inverse + np.float32(0.5)), 15).astype(np.uint8)  # (..., blocks, 32)
     packed = q[..., :16] | (q[..., 16:] << 4)  # (..., blocks, 16)
     header = np.concatenate([d.astype(np.float16), low.astype(np.float16)], axis=-1).view(np.uint8)  # 4 bytes
-    return np.concatenate([header, packed], axis=-1).reshape(*w.shape[:-1], -1)
+    return np.concatenate([header, packed], axis=-1).reshape(*w.shape[:-1], n * BLOCK_BYTES["Q4_1"])

@@ -106,15 +106,20 @@ def render_chat(template: str, messages: Any, *, add_generation_prompt: bool = T
     Raises
     ------
     ValueError
-        If ``messages`` is not a non-empty list of such dicts.
+        If ``template`` is not a str, ``messages`` is not a non-empty list of
+        such dicts, or the template fails to render them (a syntax error, or
+        the template's own ``raise_exception``).
 
     Notes
     -----
     See chapter 14 (chatting). SmolLM2's template adds a default system
-    message when the first message is not one.
+    message when the first message is not one. Templates written for
+    ``transformers`` may call ``raise_exception(message)``; it is provided.
     """
     import jinja2.sandbox
 
+    if not isinstance(template, str):
+        raise ValueError(f"template must be a str (a Jinja chat template); got {type(template).__name__}")
     if not isinstance(messages, (list, tuple)) or not messages:
         raise ValueError(
             f"messages must be a non-empty list of {{'role': ..., 'content': ...}} dicts; got {messages!r}"
@@ -132,6 +137,17 @@ def render_chat(template: str, messages: Any, *, add_generation_prompt: bool = T
     if not isinstance(add_generation_prompt, bool):
         raise ValueError(f"add_generation_prompt must be True or False; got {add_generation_prompt!r}")
     environment = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    return environment.from_string(template).render(
-        messages=list(messages), add_generation_prompt=add_generation_prompt
-    )
+    environment.globals["raise_exception"] = _raise_exception
+    try:
+        return environment.from_string(template).render(
+            messages=list(messages), add_generation_prompt=add_generation_prompt
+        )
+    except Exception as exc:  # jinja2's own errors, or Python's from inside an expression (1/0)
+        raise ValueError(f"the chat template failed on these messages: {type(exc).__name__}: {exc}") from None
+
+
+def _raise_exception(message: str) -> None:
+    """What ``raise_exception(message)`` in a chat template does (as in transformers): stop with the message."""
+    from jinja2.exceptions import TemplateError
+
+    raise TemplateError(message)
