@@ -9,6 +9,8 @@ Sections (each a module bench_<name>.py; their docstrings say what they time):
   decoding   one generated token of a small decoder, with and without a KV cache              chapter 9
   backward   the NumPy backward passes against torch autograd's                               chapter 10
   minilm     all-MiniLM-L6-v2's NumPy forward against transformers' BertModel                 chapter 13
+  llm        SmolLM2-135M's greedy decoding in NumPy against transformers' generate, 1 and 2 threads
+             (medians of N rounds, not best of N); loading time and peak memory               chapter 14
 
 Timings are compared only as ratios within one run: the implementations of a section are timed in
 interleaved rounds, best of N. Each section's result carries, under "measured", the commit, the SHA-256
@@ -41,6 +43,7 @@ SECTIONS = {
     "decoding": "bench_decoding",
     "backward": "bench_backward",
     "minilm": "bench_minilm",
+    "llm": "bench_llm",
 }
 RECORD = ROOT / "src" / "selfattention" / RECORD_FILE
 

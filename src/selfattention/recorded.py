@@ -1,4 +1,4 @@
-"""The recorded ``make bench`` run that chapters 7, 9, 10 and 13 quote, and what it measured.
+"""The recorded ``make bench`` run that chapters 7, 9, 10, 13 and 14 quote, and what it measured.
 
 A timing is only evidence about the code that was timed. Each section of the
 recorded run (``data/bench-2core.json``) therefore carries, besides its
@@ -148,7 +148,8 @@ def recorded_run(section: str, *, check_sources: bool = True) -> dict[str, Any]:
     Parameters
     ----------
     section : str
-        ``"attention"``, ``"causal"``, ``"decoding"``, ``"backward"`` or ``"minilm"``.
+        ``"attention"``, ``"causal"``, ``"decoding"``, ``"backward"``, ``"minilm"`` or
+        ``"llm"`` (once recorded).
     check_sources : bool, default True
         Compare the hashes of the package files the section timed with the
         files installed now, and warn with :class:`StaleRecordWarning` for each
