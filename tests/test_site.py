@@ -285,6 +285,7 @@ WIDGETS = {
     "chapters/07_cost": "stepper",
     "chapters/09_decoding": "mask",
     "chapters/13_pretrained": "explorer",
+    "chapters/14_llm": "next",
 }
 
 
@@ -341,6 +342,23 @@ def test_the_attention_explorer_shows_the_chapters_weights(browser, site_url, pa
     assert outline != "none", f"{page}: the focused token shows no focus ring"
     errors = [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
     assert errors == [], f"{page}: console errors while driving the figure: {errors}"
+
+
+def test_the_next_token_explorer_shows_the_chapters_probabilities(browser, site_url):
+    from selenium.webdriver.common.by import By
+    from test_next_token_explorer_browser import check_the_figure_shows_its_probes
+
+    _open(browser, f"{site_url}/chapters/14_llm.html")
+    root = browser.find_element(By.CSS_SELECTOR, ".sa-widget[data-kind='next']")
+    browser.execute_script("arguments[0].scrollIntoView({block: 'center'});", root)
+    assert root.get_attribute("data-ready") == "true", "the script did not build the next-token explorer"
+    data, expected = (
+        json.loads(browser.execute_script(f"return arguments[0].querySelector('script.sa-{kind}').textContent;", root))
+        for kind in ("data", "expected")
+    )
+    check_the_figure_shows_its_probes(root, data, expected)  # the chapter's probes: next_token_probabilities' numbers
+    errors = [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
+    assert errors == [], f"console errors while driving the next-token explorer: {errors}"
 
 
 def test_the_online_softmax_stepper_shows_every_step(browser, site_url):

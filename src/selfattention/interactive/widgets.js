@@ -210,9 +210,82 @@
     draw();
   }
 
+  /* ---------------------------------------------------------------- next-token explorer */
+  function thousands(n) { return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ","); }
+
+  function nextToken(root, data) {
+    // Every number is in the data, in thousandths: row = [kept, rest, cut, each kept listed token's probability].
+    var state = { prompt: 0, t: data.start[0], k: data.start[1], p: data.start[2] };
+    var K = data.top_k.length, P = data.top_p.length;
+    var controls = el("div", { "class": "sa-controls" });
+    var promptSelect = select(data.prompts.map(function (p, i) { return [i, p.label]; }), 0);
+    if (data.prompts.length > 1) controls.appendChild(labelled("Prompt", promptSelect));
+    function shown(value) { return value === null ? "off" : String(value); }
+    var syncs = [["t", "Temperature", data.temperatures], ["k", "Top-k", data.top_k], ["p", "Top-p", data.top_p]]
+      .filter(function (spec) { return spec[2].length > 1; })
+      .map(function (spec) {
+        var key = spec[0], name = spec[1], values = spec[2];
+        var input = el("input", { type: "range", min: "0", max: String(values.length - 1), step: "1",
+                                  value: String(state[key]), "data-setting": key });
+        var output = el("output", { "class": "sa-setting", "data-setting": key });
+        function sync() {
+          input.value = String(state[key]);
+          output.textContent = shown(values[state[key]]);
+          input.setAttribute("aria-valuetext", name + " " + shown(values[state[key]]));
+        }
+        input.addEventListener("input", function () { state[key] = +input.value; sync(); draw(); });
+        var control = labelled(name, input);
+        control.appendChild(output);
+        controls.appendChild(control);
+        return sync;
+      });
+    var text = el("p", { "class": "sa-prompt", tabindex: "0", "aria-label": "the prompt the model continues" });
+    var list = el("div", { "class": "sa-rows sa-next", role: "list", "aria-label": "the most likely next tokens" });
+    var readout = el("dl", { "class": "sa-readout", "aria-live": "polite" });
+    root.appendChild(controls);
+    root.appendChild(el("p", { "class": "sa-hint", text: "Move a slider, or focus it and press the arrow keys. " +
+      "Greyed tokens are dropped by top-k or top-p (their bar: the probability before the cut); " +
+      "the kept ones are renormalised to sum to 1. \u2423 is a space, \u21b5 a new line." }));
+    root.appendChild(text);
+    root.appendChild(list);
+    root.appendChild(readout);
+
+    function item(name, value, key) {
+      readout.appendChild(el("dt", { text: name }));
+      readout.appendChild(el("dd", { "data-name": key, text: value }));
+    }
+    function draw() {
+      var prompt = data.prompts[state.prompt];
+      var row = prompt.rows[prompt.settings[(state.t * K + state.k) * P + state.p]];
+      var before = prompt.rows[prompt.settings[state.t * K * P]];  // the same temperature, no cut
+      text.textContent = prompt.text.replace(/ $/, "\u2423").replace(/\n/g, "\u21b5\n");  // as the tokens show them
+      list.innerHTML = "";
+      prompt.tokens.forEach(function (token, j) {
+        var value = row[3 + j], dropped = j >= row[0];  // a cut keeps the most likely tokens: the first row[0]
+        var bar = el("span", { "class": "sa-bar" });
+        bar.style.width = ((dropped ? before[3 + j] : value) / 10) + "%";
+        list.appendChild(el("div", {
+          "class": "sa-row" + (dropped ? " sa-dropped" : ""), role: "listitem", "data-rank": j,
+          title: dropped ? fmt(before[3 + j] / 1000, 3) + " before the cut" : token
+        }, [
+          el("span", { "class": "sa-key", text: token }),
+          el("span", { "class": "sa-track" }, [bar]),
+          el("span", { "class": "sa-value", text: dropped ? "dropped" : fmt(value / 1000, 3) })
+        ]));
+      });
+      readout.innerHTML = "";
+      item("tokens kept", thousands(row[0]) + " of " + thousands(data.vocabulary), "kept");
+      item("probability the cut removed, before renormalising", fmt(row[2] / 1000, 3), "cut");
+      item("probability of the kept tokens not listed", fmt(row[1] / 1000, 3), "rest");
+    }
+    promptSelect.addEventListener("change", function () { state.prompt = +promptSelect.value; draw(); });
+    syncs.forEach(function (sync) { sync(); });
+    draw();
+  }
+
   function range(n) { var out = []; for (var i = 0; i < n; i++) out.push(i); return out; }
 
-  var KINDS = { explorer: explorer, stepper: stepper, mask: maskBuilder };
+  var KINDS = { explorer: explorer, stepper: stepper, mask: maskBuilder, next: nextToken };
 
   function scan() {
     Array.prototype.forEach.call(document.querySelectorAll(".sa-widget:not([data-ready])"), function (root) {
