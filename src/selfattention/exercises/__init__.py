@@ -20,7 +20,7 @@ function with fresh copies of its arguments, and an answer that changes an
 argument in place fails with a message that says so.
 
 Each chapter's exercises are declared in a module of their own
-(``ch01_word_vectors`` to ``ch13_pretrained``, and ``ch90_bug_zoo`` for the
+(``ch01_word_vectors`` to ``ch14_llm``, and ``ch90_bug_zoo`` for the
 bug zoo appendix) as cases, a reference function and the known mistakes,
 each with the hint it earns; ``_framework`` runs them.
 """
@@ -41,6 +41,7 @@ from . import (
     ch11_training,
     ch12_vision_training,
     ch13_pretrained,
+    ch14_llm,
     ch90_bug_zoo,
 )
 from ._framework import CheckResult
@@ -57,6 +58,7 @@ from .ch10_backward import *  # noqa: F403
 from .ch11_training import *  # noqa: F403
 from .ch12_vision_training import *  # noqa: F403
 from .ch13_pretrained import *  # noqa: F403
+from .ch14_llm import *  # noqa: F403
 from .ch90_bug_zoo import *  # noqa: F403
 
 _CHAPTERS = (
@@ -73,6 +75,7 @@ _CHAPTERS = (
     ch11_training,
     ch12_vision_training,
     ch13_pretrained,
+    ch14_llm,
     ch90_bug_zoo,
 )
 
