@@ -25,7 +25,7 @@ STEPS = [
     ("heads", "H heads side\nby side, W_O", "ch. 4"),
     ("block", "attention,\nfeed-forward,\nLayerNorm", "ch. 5"),
     ("stack", "L blocks;\ncost as T grows", "ch. 5, 7"),
-    ("in use", "generate, train,\nbackprop,\na real BERT", "ch. 9–13"),
+    ("in use", "generate, train,\nbackprop, a real\nBERT and LLM", "ch. 9–14"),
 ]
 
 

@@ -118,6 +118,42 @@ def _quotes() -> list[tuple[str, str]]:
             f"spends {step['cached']['shares']['attention (scores, softmax, P V)']:.0%} there and {step['cached']['shares']['attention' + chr(39) + 's argument checks']:.0%} in the attention's argument checks",
         ),
         ("tiny widths", f"takes {decoding['ratios']['tiny_over_cached_time']:.0%} of the real one's time"),
+        *_llm_quotes(),
+    ]
+
+
+def _llm_quotes() -> list[tuple[str, str]]:
+    """What the README quotes from the llm section."""
+    llm = recorded_run("llm")
+    one, two, load, mib = llm["threads"]["1"], llm["threads"]["2"], llm["load"], 2**20
+    r1, r2 = llm["ratios"]["1"], llm["ratios"]["2"]
+    return [
+        ("llm commit", f"the llm section the same day at {llm['measured']['commit'][:7]}"),
+        (
+            "llm decode",
+            f"at 1 thread {r1['numpy_over_torch_decode_time']:.2f}× the time per decoded token "
+            f"({one['decode_tokens_per_second']['numpy']:.1f} against {one['decode_tokens_per_second']['torch']:.1f} "
+            f"tokens/s), at 2 threads {r2['numpy_over_torch_decode_time']:.2f}× "
+            f"({two['decode_tokens_per_second']['numpy']:.1f} against {two['decode_tokens_per_second']['torch']:.1f})",
+        ),
+        (
+            "llm whole call",
+            f"the whole call {r1['numpy_over_torch_time']:.2f}× and {r2['numpy_over_torch_time']:.2f}×; without its "
+            f"cache NumPy takes {r1['uncached_over_cached_time']:.1f}× and {r2['uncached_over_cached_time']:.1f}×",
+        ),
+        ("llm prompt", f"same {llm['new_tokens']} tokens after a {llm['prompt_tokens']}-token chat prompt"),
+        (
+            "llm load",
+            f"a first load (parsing the GGUF file into the cache) {load['cold_median_seconds']:.1f} s, a cached load "
+            f"{load['warm_median_seconds']:.1f} s",
+        ),
+        (
+            "llm memory",
+            f"{load['cold_peak_extra_bytes'] / mib:.0f} MiB and {load['warm_peak_extra_bytes'] / mib:.0f} MiB (the "
+            f"float32 weights are {llm['weights_bytes'] / mib:.0f} MiB); generating adds "
+            f"{load['generate_peak_extra_bytes']['numpy']['first'] / mib:.1f} MiB (its KV cache: "
+            f"{llm['kv_cache_bytes'] / mib:.1f} MiB), transformers {load['generate_peak_extra_bytes']['torch']['first'] / mib:.1f} MiB",
+        ),
     ]
 
 

@@ -11,7 +11,7 @@ import pytest
 from selfattention import recorded
 
 ROOT = Path(__file__).resolve().parents[1]
-SECTIONS = ("attention", "causal", "decoding", "backward", "minilm")
+SECTIONS = ("attention", "causal", "decoding", "backward", "minilm", "llm")
 
 
 def record() -> dict:
