@@ -762,8 +762,9 @@ def plot_head_scores(
     cmap = check_cmap(cmap)
     ncols = min(P, 3)
     nrows = -(-P // ncols)
+    row_height = 2.3 if L <= 12 else 2.3 + 0.06 * (L - 12)  # a taller grid for a deep model
     fig, axes = pyplot().subplots(
-        nrows, ncols, figsize=(3.4 * ncols + 1.0, 2.3 * nrows + 0.5), squeeze=False, layout="constrained"
+        nrows, ncols, figsize=(3.4 * ncols + 1.0, row_height * nrows + 0.5), squeeze=False, layout="constrained"
     )
     for ax in axes.flat[P:]:
         ax.set_visible(False)
@@ -774,7 +775,7 @@ def plot_head_scores(
         )
         ax.set_xticks(range(0, H, 1 if H <= 16 else max(1, H // 8)))  # every head, up to 16
         ax.tick_params(axis="x", labelsize=7 if H > 8 else 9)
-        ax.set_yticks(range(L))
+        ax.set_yticks(range(0, L, 1 if L <= 12 else 5))  # every layer, or every fifth: labels must not overlap
         for layer, head in [(mark[1], mark[2]) for mark in marks if mark[0] == p]:
             ax.add_patch(
                 pyplot().Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.5)
