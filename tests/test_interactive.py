@@ -57,6 +57,91 @@ def test_explorer_rows_are_the_weights_to_three_decimals():
     assert (single.data["layers"], single.data["heads"]) == (1, 1)
 
 
+def _four_words():
+    """Chapter 1's weights: query 2 (row 1) ties exactly between keys 1 and 3, [0.455, 0.045, 0.455, 0.045]."""
+    words = np.array([[1, 0, 0], [0, 1, 0], [1, 1, 0], [0, 0, 1]])
+    q = words @ np.array([[2, 0, 2], [2, 0, 0], [2, 1, 2]])
+    k = words @ np.array([[2, 2, 2], [0, 2, 1], [0, 1, 1]])
+    return sa.softmax(q @ k.T / np.sqrt(3))
+
+
+def test_explorer_reports_a_tie_as_a_tie():
+    weights = _four_words()
+    assert weights[1, 0] == weights[1, 2]  # an exact tie in float64
+    figure = ia.attention_explorer(
+        [("four", ["w1", "w2", "w3", "w4"], weights)], title="t", alt="a", probes=[(0, 0, 0, q) for q in range(4)]
+    )
+    assert figure.data["texts"][0]["best"] == [[[[2], [0, 2], [2], [2]]]]
+    assert [row["best"] for row in figure.expected["rows"]] == [[2], [0, 2], [2], [2]]
+
+
+def test_explorer_ties_are_decided_at_the_three_decimals_shown():
+    rows = np.array(
+        [
+            [0.4996, 0.5004, 0.0],  # both shown as 0.500: the figure cannot tell them apart, so a tie
+            [0.4994, 0.5006, 0.0],  # 0.499 and 0.501: key 1
+            [0.25, 0.25, 0.5],  # the two smaller ones tie, not the largest: key 2 alone
+        ]
+    )
+    figure = ia.attention_explorer([("x", ["a", "b", "c"], rows)], title="t", alt="a")
+    assert figure.data["texts"][0]["best"] == [[[[0, 1], [1], [2]]]]
+    shown = np.array(figure.data["texts"][0]["weights"][0][0])
+    for row, best in zip(shown, figure.data["texts"][0]["best"][0][0], strict=True):
+        assert best == np.flatnonzero(row == row.max()).tolist()
+    even = ia.attention_explorer([("x", ["a", "b", "c"], np.full((3, 3), 1 / 3))], title="t", alt="a")
+    assert even.data["texts"][0]["best"][0][0] == [[0, 1, 2]] * 3
+
+
+def test_explorer_opens_on_the_chosen_text_layer_head_and_query():
+    other = sa.softmax(RNG.normal(size=(2, 3, 5, 5)))
+    texts = [("first", TOKENS, WEIGHTS), ("second", [*TOKENS, "e"], other)]
+    figure = ia.attention_explorer(texts, title="t", alt="a", layer=1, head=2, text=1, query=4)
+    assert {key: figure.data[key] for key in ("text", "layer", "head", "query")} == {
+        "text": 1,
+        "layer": 1,
+        "head": 2,
+        "query": 4,
+    }
+    default = ia.attention_explorer(texts, title="t", alt="a", layer=1, head=2)
+    assert (default.data["text"], default.data["query"]) == (0, 0)
+    assert figure.fallback_png != default.fallback_png  # the static image shows the chosen text
+    np_ints = ia.attention_explorer(texts, title="t", alt="a", text=np.int64(1), query=np.array(2))
+    assert (np_ints.data["text"], np_ints.data["query"]) == (1, 2)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"text": 2}, r"text must be an integer in \[0, 2\); got 2"),
+        ({"text": -1}, "text must be a non-negative integer; got -1"),
+        ({"text": 1.0}, "text must be a non-negative integer; got 1.0"),
+        ({"query": 4}, r"query must be a token index in \[0, 4\) for text 0 \('first', 4 tokens\); got 4"),
+        ({"text": 1, "query": 5}, r"query must be a token index in \[0, 5\) for text 1 \('second', 5 tokens\); got 5"),
+        ({"query": True}, "query must be a non-negative integer; got True"),
+        ({"query": "1"}, "query must be a non-negative integer"),
+    ],
+)
+def test_explorer_refuses_a_bad_opening_selection(options, message):
+    texts = [("first", TOKENS, WEIGHTS), ("second", [*TOKENS, "e"], sa.softmax(RNG.normal(size=(2, 3, 5, 5))))]
+    with pytest.raises(ValueError, match=message):
+        ia.attention_explorer(texts, title="t", alt="a", **options)
+
+
+def test_stepper_embeds_the_values_and_each_step_s_weights_whose_sum_with_v_is_the_output():
+    scores, values = RNG.normal(size=10) * 3, RNG.normal(size=(10, 2))
+    figure = ia.softmax_stepper(scores, values, 4, title="t", alt="a")
+    np.testing.assert_allclose(figure.data["values"], values, rtol=5e-6)
+    steps = figure.data["steps"]
+    assert [len(step["weights"]) for step in steps] == [4, 8, 10]  # the keys read so far
+    for step in steps:
+        p = np.array(step["weights"])
+        read = len(p)
+        np.testing.assert_allclose(p, sa.softmax(scores[:read]), rtol=5e-6)  # the softmax over the keys read
+        np.testing.assert_allclose(p @ values[:read], step["out"], rtol=1e-5, atol=1e-6)  # out = sum p v
+    np.testing.assert_allclose(steps[-1]["weights"], sa.softmax(scores), rtol=5e-6)
+    assert figure.expected["steps"] == steps
+
+
 def test_stepper_steps_are_online_softmax_updates():
     scores, values = RNG.normal(size=10) * 3, RNG.normal(size=(10, 2))
     figure = ia.softmax_stepper(scores, values, 4, title="t", alt="a")

@@ -247,15 +247,20 @@ def test_the_figure_fits_a_phone(browser, pages):  # noqa: F811
     assert widths[0] <= widths[1] + 1 and widths[2] <= widths[3], f"wider than a phone: {widths}"
 
 
-def test_without_scripts_the_static_image_shows(browser, pages):  # noqa: F811
+def check_the_static_image_shows_without_scripts(driver, url: str) -> None:
+    """With JavaScript off, the page at ``url`` shows its figure's static fallback image, and nothing is built."""
     from selenium.webdriver.common.by import By
 
-    browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
+    driver.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": True})
     try:
-        browser.get(pages["light"])
-        root = browser.find_element(By.CSS_SELECTOR, ".sa-widget")
+        driver.get(url)
+        root = driver.find_element(By.CSS_SELECTOR, ".sa-widget")
         image = root.find_element(By.CSS_SELECTOR, ".sa-fallback img")
         assert root.get_attribute("data-ready") is None and image.is_displayed()
-        assert browser.execute_script("return arguments[0].naturalWidth;", image) > 100
+        assert driver.execute_script("return arguments[0].naturalWidth;", image) > 100
     finally:
-        browser.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})
+        driver.execute_cdp_cmd("Emulation.setScriptExecutionDisabled", {"value": False})
+
+
+def test_without_scripts_the_static_image_shows(browser, pages):  # noqa: F811
+    check_the_static_image_shows_without_scripts(browser, pages["light"])

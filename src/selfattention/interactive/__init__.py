@@ -5,15 +5,15 @@ HTML; on the book's website the same HTML is the page's figure. The HTML holds
 everything: the data (as JSON), the numbers a browser test compares the
 display with (``expected``), a static image with alt text (shown where scripts
 do not run), and the script and style (``widgets.js``, ``widgets.css``, about
-22 kB, shipped with the package). Nothing is fetched: the figure works from
+30 kB, shipped with the package). Nothing is fetched: the figure works from
 ``file://``, offline, and in JupyterLab.
 
-- :func:`attention_explorer`: pick a layer and head, point at a token, read its
-  attention row (chapters 1 and 13);
-- :func:`softmax_stepper`: step through the online softmax, block by block
-  (chapter 7);
-- :func:`mask_builder`: causal, sliding-window and padding masks, combined
-  (chapter 9);
+- :func:`attention_explorer`: pick a layer and head, select a query token, read
+  its attention row and the key (or tied keys) it weights most (chapters 1 and 13);
+- :func:`softmax_stepper`: step through the online softmax, block by block, with
+  each key's weight and value row (chapter 7);
+- :func:`mask_builder`: causal, sliding-window and padding masks, combined, on a
+  grid with query and key numbers and the padding hatched (chapter 9);
 - :func:`next_token_explorer`: a language model's next token under a
   temperature, top-k and top-p the learner sets (chapter 14), from the
   logits :func:`next_token_inputs` reads out of a model.
@@ -70,9 +70,22 @@ def attention_explorer(
     alt: str,
     layer: int = 0,
     head: int = 0,
+    text: int = 0,
+    query: int = 0,
     probes: Sequence[tuple[int, int, int, int]] = (),
 ) -> InteractiveFigure:
-    """Pick a text, a layer and a head, point at a query token, and read its attention row.
+    """Pick a text, a layer and a head, select a query token, and read its attention row.
+
+    The figure names the key (or keys) that receive the row's largest weight.
+    The rule for ties: they are decided on the numbers the figure shows, the
+    weights rounded to three decimals. Every key whose rounded weight equals
+    the row's largest rounded weight is named, and two or more are reported
+    as a tie (chapter 1's word 2: most weight, tied at 0.455 each, on word 1
+    and word 3). Weights equal in float64 round alike, so an exact tie is
+    always reported as one; weights that differ only beyond the third decimal
+    are reported as tied too, because the figure cannot show which is larger.
+    So the figure never names one key over another that it shows with the
+    same number. ``data["texts"][n]["best"]`` holds these keys, row by row.
 
     Parameters
     ----------
@@ -82,7 +95,11 @@ def attention_explorer(
     title, alt : str
         The figure's title, and the alt text of its static image.
     layer, head : int
-        Selected at first; the static image shows this head of the first text.
+        The layer and head selected at first.
+    text, query : int
+        The text (an index into ``texts``) and the query token (an index into
+        that text's tokens) selected at first. The static image shows this
+        text's weights in ``layer`` and ``head``.
     probes : sequence of (text, layer, head, query)
         Rows the browser test selects and compares, as ``expected["rows"]``.
 
@@ -94,7 +111,8 @@ def attention_explorer(
     ------
     ValueError
         If a text's weights do not have the shape of its tokens, rows do not
-        sum to 1, the texts disagree on L and H, or an index is out of range.
+        sum to 1, the texts disagree on L and H, or an index (``layer``,
+        ``head``, ``text``, ``query``, a probe's) is out of range.
 
     Notes
     -----
@@ -156,9 +174,15 @@ def attention_explorer(
         )
     # 0-d arrays and tensors are integers too (the package's scalar policy)
     layer, head = check_nonnegative_int(layer, "layer"), check_nonnegative_int(head, "head")
-    for name, value, stop in (("layer", layer, L), ("head", head, H)):
+    text, query = check_nonnegative_int(text, "text"), check_nonnegative_int(query, "query")
+    for name, value, stop in (("layer", layer, L), ("head", head, H), ("text", text, len(entries))):
         if not value < stop:
             raise ValueError(f"{name} must be an integer in [0, {stop}); got {value!r}")
+    if not query < len(entries[text][1]):
+        raise ValueError(
+            f"query must be a token index in [0, {len(entries[text][1])}) for text {text} "
+            f"({entries[text][0]!r}, {len(entries[text][1])} tokens); got {query!r}"
+        )
     rows = []
     if isinstance(probes, np.ndarray) and probes.ndim == 2:
         probes = probes.tolist()  # an array of (text, layer, head, query) rows
@@ -168,34 +192,28 @@ def attention_explorer(
         if not isinstance(probe, (tuple, list, np.ndarray)) or len(probe) != 4:
             raise ValueError(f"each probe must be a (text, layer, head, query) quadruple; got {probe!r}")
         try:
-            n, p_layer, p_head, query = (check_nonnegative_int(i, "a probe's entry") for i in probe)
+            n, p_layer, p_head, p_query = (check_nonnegative_int(i, "a probe's entry") for i in probe)
         except ValueError:
             raise ValueError(
                 f"each probe must hold four non-negative integers (text, layer, head, query); got {tuple(probe)!r}"
             ) from None
         T = len(entries[n][1]) if 0 <= n < len(entries) else -1
-        if T < 0 or not (0 <= p_layer < L and 0 <= p_head < H and 0 <= query < T):
+        if T < 0 or not (0 <= p_layer < L and 0 <= p_head < H and 0 <= p_query < T):
             raise ValueError(
-                f"probe {(n, p_layer, p_head, query)} is out of range for {len(entries)} texts, L={L}, H={H}"
+                f"probe {(n, p_layer, p_head, p_query)} is out of range for {len(entries)} texts, L={L}, H={H}"
             )
-        row = np.round(entries[n][2][p_layer, p_head, query], 3)
-        rows.append({"text": n, "layer": p_layer, "head": p_head, "query": query, "row": row.tolist()})
-    data = {
-        "layers": L,
-        "heads": H,
-        "layer": int(layer),
-        "head": int(head),
-        "texts": [
-            {
-                "label": label,
-                "tokens": tokens,
-                "weights": np.rint(w * 1000).astype(int).tolist(),  # per mille: three decimals
-                "best": w.argmax(axis=-1).tolist(),  # (L, H, T): each row's key of largest weight, before rounding
-            }
-            for label, tokens, w in entries
-        ],
-    }
-    label, tokens, w = entries[0]
+        row = np.round(entries[n][2][p_layer, p_head, p_query], 3)
+        rows.append({"text": n, "layer": p_layer, "head": p_head, "query": p_query, "row": row.tolist()})
+    texts = []
+    for label, tokens, w in entries:
+        shown = np.rint(w * 1000).astype(int)  # per mille: the three decimals the figure shows
+        top = shown == shown.max(axis=-1, keepdims=True)  # ties at the shown precision (an exact tie is one)
+        best = [[[np.flatnonzero(keys).tolist() for keys in queries] for queries in heads] for heads in top]
+        texts.append({"label": label, "tokens": tokens, "weights": shown.tolist(), "best": best})  # best: (L, H, T, k)
+    data = {"layers": L, "heads": H, "layer": layer, "head": head, "text": text, "query": query, "texts": texts}
+    for probe in rows:  # the keys the figure must name as the row's largest
+        probe["best"] = texts[probe["text"]]["best"][probe["layer"]][probe["head"]][probe["query"]]
+    label, tokens, w = entries[text]
     shown = np.rint(w[layer, head] * 1000) / 1000  # the static image shows the embedded (rounded) weights
     ax = plot_attention(shown, tokens, tokens, title=title if L == 1 else f"{title}: layer {layer}, head {head}")
     return InteractiveFigure("explorer", title, data, {"rows": rows}, _png(ax.figure), alt)
@@ -212,6 +230,13 @@ def softmax_stepper(
     :math:`\ell`, and the output so far :math:`o / \ell`. The last step is
     compared with ``softmax(scores) @ values``.
 
+    The figure shows the keys in their blocks, each key's value row, and, at
+    every step, the weight each key read so far carries,
+    :math:`p_j = e^{s_j - m} / \ell` with the step's :math:`m` and
+    :math:`\ell`: the output so far is :math:`\sum_j p_j v_j` over those
+    keys. A step rescales the earlier keys' weights, and after the last block
+    they are ``softmax(scores)``.
+
     Parameters
     ----------
     scores : array_like, shape (S,)
@@ -225,7 +250,8 @@ def softmax_stepper(
     Returns
     -------
     InteractiveFigure
-        ``expected`` holds every step's numbers and the exact output, each rounded to
+        ``expected`` holds every step's numbers (``weights``: :math:`p_j` of
+        the keys read so far) and the exact output, each rounded to
         ``SIGNIFICANT_DIGITS`` significant digits, and ``agreement``: whether the
         last step equals the exact output within ``DIFFERENCE_TOLERANCE``, the
         largest difference taken relative to the values' largest magnitude when
@@ -270,10 +296,12 @@ def softmax_stepper(
         new_m, total, out = online_softmax_update(m, total, out, block, v[start : start + block_size])
         rescale = np.exp(m - new_m)[0, 0] if np.isfinite(m[0, 0]) else 0.0
         m = new_m
-        steps.append((block.max(), m[0, 0], rescale, total[0, 0], out[0] / total[0, 0]))
+        read = s[: start + block.size]  # the keys read so far: their weights under this step's m and l
+        weights = np.exp(read - m[0, 0]) / total[0, 0]
+        steps.append((block.max(), m[0, 0], rescale, total[0, 0], out[0] / total[0, 0], weights))
     exact = softmax(s) @ v  # inputs within ±1e150 and at most 64 keys: every sum stays finite
     difference = float(np.abs(exact - out[0] / total[0, 0]).max())
-    names = ("block_max", "m", "rescale", "l", "out")
+    names = ("block_max", "m", "rescale", "l", "out", "weights")
     steps = [{name: _rounded(number) for name, number in zip(names, step, strict=True)} for step in steps]
     difference /= max(1.0, float(np.abs(v).max()))  # relative to the values' scale: the output averages them
     within = difference < DIFFERENCE_TOLERANCE
@@ -284,6 +312,7 @@ def softmax_stepper(
     }
     data = {
         "scores": _rounded(s),
+        "values": _rounded(v),
         "block_size": block_size,
         "steps": steps,
         "exact": _rounded(exact),
@@ -293,6 +322,8 @@ def softmax_stepper(
     blocks = np.arange(s.size) // block_size
     ax.bar(np.arange(s.size), data["scores"], color=[f"C{b % 10}" for b in blocks])  # drawn from what is embedded
     ax.plot([st["m"] for st in steps for _ in range(block_size)][: s.size], "k--", label="running maximum m")
+    for start in range(block_size, s.size, block_size):  # the block boundaries
+        ax.axvline(start - 0.5, color="0.4", linewidth=1, linestyle=":")
     ax.set(xlabel="key", ylabel="score", title=title)
     ax.legend(fontsize="small")
     expected = {"steps": steps, "exact": data["exact"], "agreement": agreement}

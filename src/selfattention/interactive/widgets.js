@@ -37,10 +37,20 @@
   }
 
   /* ---------------------------------------------------------------- attention explorer */
+  function quoted(words, j) {
+    // A token's text in quotes; its position too when the same text occurs twice in the sentence.
+    var repeated = words.filter(function (w) { return w === words[j]; }).length > 1;
+    return JSON.stringify(words[j]) + (repeated ? " (token " + j + ")" : "");
+  }
+
+  function listed(names) {
+    return names.length < 3 ? names.join(" and ") : names.slice(0, -1).join(", ") + " and " + names[names.length - 1];
+  }
+
   function explorer(root, data) {
-    var state = { text: 0, layer: data.layer || 0, head: data.head || 0, query: 0 };
+    var state = { text: data.text || 0, layer: data.layer || 0, head: data.head || 0, query: data.query || 0 };
     var controls = el("div", { "class": "sa-controls" });
-    var textSelect = select(data.texts.map(function (t, i) { return [i, t.label]; }), 0);
+    var textSelect = select(data.texts.map(function (t, i) { return [i, t.label]; }), state.text);
     var layerSelect = select(range(data.layers).map(function (i) { return [i, "layer " + i]; }), state.layer);
     var headSelect = select(range(data.heads).map(function (i) { return [i, "head " + i]; }), state.head);
     if (data.texts.length > 1) controls.appendChild(labelled("Text", textSelect));
@@ -50,7 +60,7 @@
     var status = el("p", { "class": "sa-status", "aria-live": "polite" });
     var table = el("div", { "class": "sa-rows", role: "list", "aria-label": "the query's weight on each key" });
     root.appendChild(controls);
-    root.appendChild(el("p", { "class": "sa-hint", text: "Point at, click or tab to a query token; the arrow keys move along the sentence." }));
+    root.appendChild(el("p", { "class": "sa-hint", text: "Click or tap a query token, or tab to the tokens and move with the arrow keys." }));
     root.appendChild(tokens);
     root.appendChild(status);
     root.appendChild(table);
@@ -62,48 +72,60 @@
       tokens.innerHTML = "";
       data.texts[state.text].tokens.forEach(function (token, i) {
         var button = el("button", { type: "button", "class": "sa-token", "data-index": i, text: token });
-        button.addEventListener("click", function () { setQuery(i, true); });
-        button.addEventListener("mouseenter", function () { setQuery(i, false); });
-        button.addEventListener("focus", function () { setQuery(i, false); });
+        // Click, tap, Enter and Space select (a button's click); pointing and focusing only highlight.
+        button.addEventListener("click", function () { setQuery(i); });
         button.addEventListener("keydown", function (event) {
-          var n = data.texts[state.text].tokens.length;
-          if (event.key === "ArrowRight" || event.key === "ArrowLeft") {
-            event.preventDefault();
-            var next = (i + (event.key === "ArrowRight" ? 1 : n - 1)) % n;
-            tokens.children[next].focus();
-          }
+          var n = data.texts[state.text].tokens.length, next = null;
+          if (event.key === "ArrowRight") next = (i + 1) % n;
+          if (event.key === "ArrowLeft") next = (i + n - 1) % n;
+          if (event.key === "Home") next = 0;
+          if (event.key === "End") next = n - 1;
+          if (next === null) return;
+          event.preventDefault();
+          setQuery(next);
+          tokens.children[next].focus();
         });
         tokens.appendChild(button);
       });
     }
-    function setQuery(i, keepFocus) {
+    function setQuery(i) {
       state.query = i;
       draw();
-      if (keepFocus) tokens.children[i].focus();
     }
     function draw() {
       var words = data.texts[state.text].tokens;
       var weights = row();
-      var best = data.texts[state.text].best[state.layer][state.head][state.query];  // from the unrounded weights
+      // Every key whose weight, as shown (three decimals), equals the row's largest: a tie names them all.
+      var best = data.texts[state.text].best[state.layer][state.head][state.query];
       Array.prototype.forEach.call(tokens.children, function (button, j) {
         button.setAttribute("aria-pressed", j === state.query ? "true" : "false");
+        button.tabIndex = j === state.query ? 0 : -1;  // one tab stop: the selected token
         button.style.setProperty("--sa-weight", String(weights[j] / 1000));
       });
-      status.textContent = (data.layers > 1 ? "Layer " + state.layer + ", head " + state.head + ": " : "") +
-        "query " + JSON.stringify(words[state.query]) + " puts most weight (" + fmt(weights[best] / 1000, 3) +
-        ") on " + JSON.stringify(words[best]) + ".";
+      var top = fmt(weights[best[0]] / 1000, 3);
+      var names = best.map(function (j) { return quoted(words, j); });
+      var prefix = (data.layers > 1 ? "Layer " + state.layer + ", head " + state.head + ": " : "") +
+        "query " + quoted(words, state.query);
+      if (best.length === 1) status.textContent = prefix + " puts most weight (" + top + ") on " + names[0] + ".";
+      else if (best.length === words.length) status.textContent = prefix + " spreads its weight evenly: " + top + " on each of the " + words.length + " keys (a tie).";
+      else status.textContent = prefix + " puts most weight, tied at " + top + " each, on " + listed(names) + ".";
       table.innerHTML = "";
       words.forEach(function (word, j) {
         var bar = el("span", { "class": "sa-bar" });
         bar.style.width = (weights[j] / 10) + "%";
-        table.appendChild(el("div", { "class": "sa-row", role: "listitem", "data-key": j }, [
+        var most = best.indexOf(j) >= 0;
+        table.appendChild(el("div", { "class": "sa-row" + (most ? " sa-most" : ""), role: "listitem", "data-key": j }, [
           el("span", { "class": "sa-key", text: word }),
           el("span", { "class": "sa-track" }, [bar]),
           el("span", { "class": "sa-value", text: fmt(weights[j] / 1000, 3) })
         ]));
       });
     }
-    textSelect.addEventListener("change", function () { state.text = +textSelect.value; state.query = 0; drawTokens(); draw(); });
+    textSelect.addEventListener("change", function () {
+      state.text = +textSelect.value;
+      state.query = Math.min(state.query, data.texts[state.text].tokens.length - 1);
+      drawTokens(); draw();
+    });
     layerSelect.addEventListener("change", function () { state.layer = +layerSelect.value; draw(); });
     headSelect.addEventListener("change", function () { state.head = +headSelect.value; draw(); });
     drawTokens();
@@ -114,30 +136,68 @@
   function stepper(root, data) {
     var step = 0;
     var last = data.steps.length;  // step 0: nothing read; step k: blocks 0..k-1 read
+    var size = data.block_size, S = data.scores.length;
     var back = el("button", { type: "button", "class": "sa-step", text: "\u2190 previous block" });
     var forward = el("button", { type: "button", "class": "sa-step", text: "next block \u2192" });
     var controls = el("div", { "class": "sa-controls" }, [back, forward]);
-    var keys = el("div", { "class": "sa-keys", role: "list", "aria-label": "the query's scores, key by key" });
+    // One table: the keys in their blocks (a heading row opens each block), each key's score, its weight p
+    // among the keys read so far, and its value row v; the last row is the sum of p times v, the output so far.
+    var table = el("table", { "class": "sa-fold" });
+    var head = el("tr", {}, ["key", "score s", "weight p", "value v"].map(function (name) {
+      return el("th", { scope: "col", text: name });
+    }));
+    table.appendChild(el("caption", { "class": "sa-hint", text: "Keys in blocks of " + size + ". p = exp(s \u2212 m) / \u2113 " +
+      "over the keys read so far; the output so far is the sum of p \u00d7 v." }));
+    table.appendChild(el("thead", {}, [head]));
+    var blocks = [], cells = [];
+    for (var b = 0; b * size < S; b++) {
+      var first = b * size, end = Math.min(S, first + size) - 1;
+      var label = el("span", { "class": "sa-block-state" });
+      var body = el("tbody", { "class": "sa-block", "data-block": b }, [el("tr", { "class": "sa-block-head" }, [
+        el("th", { scope: "rowgroup", colspan: "4" }, [
+          el("span", { text: "block " + (b + 1) + ": key" + (first === end ? " " + first : "s " + first + "\u2013" + end) }), label
+        ])
+      ])]);
+      for (var j = first; j <= end; j++) {
+        var score = el("td", { "class": "sa-score", "data-block": b, text: fmt(data.scores[j], 2) });
+        var weight = el("td", { "class": "sa-p", "data-key": j });
+        body.appendChild(el("tr", { "data-key": j }, [
+          el("th", { scope: "row", text: String(j) }), score, weight,
+          el("td", { "class": "sa-v", text: vector(data.values[j]) })
+        ]));
+        cells.push([score, weight]);
+      }
+      blocks.push([body, label]);
+      table.appendChild(body);
+    }
+    var sum = el("td", { "class": "sa-v", "data-name": "sum" });
+    var sumLabel = el("th", { scope: "row", colspan: "3", text: "output so far = \u03a3 p \u00d7 v" });
+    table.appendChild(el("tfoot", {}, [el("tr", {}, [sumLabel, sum])]));
     var readout = el("dl", { "class": "sa-readout", "aria-live": "polite" });
     root.appendChild(el("p", { "class": "sa-hint", text: "Step through the key blocks with the buttons or the arrow keys." }));
     root.appendChild(controls);
-    root.appendChild(keys);
+    root.appendChild(el("div", { "class": "sa-scroll" }, [table]));
     root.appendChild(readout);
-    data.scores.forEach(function (score, j) {
-      keys.appendChild(el("span", { "class": "sa-score", role: "listitem", "data-block": Math.floor(j / data.block_size), text: fmt(score, 2) }));
-    });
     function item(name, value, key) {
       readout.appendChild(el("dt", { text: name }));
       readout.appendChild(el("dd", { "data-name": key, text: value }));
     }
-    function vector(values) { return "[" + values.map(function (x) { return fmt(x, 4); }).join(", ") + "]"; }
+    function vector(values, digits) { return "[" + values.map(function (x) { return fmt(x, digits || 4); }).join(", ") + "]"; }
     function draw() {
       back.disabled = step === 0;
       forward.disabled = step === last;
-      Array.prototype.forEach.call(keys.children, function (cell) {
-        var block = +cell.getAttribute("data-block");
-        cell.className = "sa-score" + (block < step - 1 ? " sa-read" : block === step - 1 ? " sa-current" : "");
+      var weights = step === 0 ? [] : data.steps[step - 1].weights;
+      blocks.forEach(function (pair, b) {
+        var state = b < step - 1 ? "read" : b === step - 1 ? "read now" : "not read yet";
+        pair[0].className = "sa-block" + (b < step - 1 ? " sa-read" : b === step - 1 ? " sa-current" : "");
+        pair[1].textContent = " (" + state + ")";
       });
+      cells.forEach(function (pair, j) {
+        var block = Math.floor(j / size);
+        pair[0].className = "sa-score" + (block < step - 1 ? " sa-read" : block === step - 1 ? " sa-current" : "");
+        pair[1].textContent = j < weights.length ? fmt(weights[j], 4) : "\u2014";
+      });
+      sum.textContent = step === 0 ? "nothing yet" : vector(data.steps[step - 1].out);
       readout.innerHTML = "";
       item("blocks read", step + " of " + last, "step");
       if (step === 0) {
@@ -177,34 +237,62 @@
 
   /* ---------------------------------------------------------------- mask builder */
   function maskBuilder(root, data) {
+    var T = data.T;
     var pattern = select(data.patterns.map(function (p) { return [p[0], p[1]]; }), data.patterns[1][0]);
-    var lengths = select(data.lengths.map(function (n) { return [n, n + " of " + data.T]; }), data.T);
+    var lengths = select(data.lengths.map(function (n) { return [n, n + " of " + T]; }), T);
     var controls = el("div", { "class": "sa-controls" }, [
       labelled("Pattern", pattern), labelled("Real tokens (the rest is padding)", lengths)
     ]);
+    // The grid has a row of key numbers on top and a column of query numbers on the left; padding rows and
+    // columns are hatched and their numbers read "pad".
     var grid = el("div", { "class": "sa-grid", role: "img" });
+    var legend = el("p", { "class": "sa-legend" });
     var status = el("p", { "class": "sa-status", "aria-live": "polite" });
     root.appendChild(controls);
-    root.appendChild(el("p", { "class": "sa-hint", text: "Rows are queries, columns keys; a tick: the query may attend to the key." }));
+    root.appendChild(el("p", { "class": "sa-hint", text: "Rows are queries, columns keys (numbered from 0); a tick: the query may attend to the key." }));
+    root.appendChild(el("div", { "class": "sa-axis", "aria-hidden": "true", text: "key \u2192" }));
     root.appendChild(grid);
+    root.appendChild(legend);
     root.appendChild(status);
+    function label(i, real, axis) {
+      var pad = i >= real;
+      return el("span", { "class": "sa-index sa-index-" + axis + (pad ? " sa-pad" : ""), "aria-hidden": "true" }, [
+        el("span", { text: String(i) })
+      ].concat(pad ? [el("span", { "class": "sa-pad-label", text: "pad" })] : []));
+    }
     function draw() {
       var mask = data.masks[pattern.value + "," + lengths.value];
+      var real = +lengths.value;
       grid.innerHTML = "";
-      grid.style.gridTemplateColumns = "repeat(" + data.T + ", minmax(0, 1fr))";
+      grid.style.gridTemplateColumns = "minmax(1.6rem, auto) repeat(" + T + ", minmax(0, 1fr))";
+      grid.appendChild(el("span", { "class": "sa-corner", "aria-hidden": "true" }, [
+        el("span", { text: "query" }), el("span", { text: "\u2193" })
+      ]));
+      for (var j = 0; j < T; j++) grid.appendChild(label(j, real, "col"));
       var allowed = 0;
       mask.forEach(function (bits, i) {
+        grid.appendChild(label(i, real, "row"));
         bits.split("").forEach(function (bit, j) {
           allowed += bit === "1" ? 1 : 0;
+          var pad = i >= real || j >= real;
           grid.appendChild(el("span", {
-            "class": "sa-cell" + (bit === "1" ? " sa-on" : ""), "data-row": i, "data-col": j, text: bit === "1" ? "\u2713" : ""
-          }));
+            "class": "sa-cell" + (bit === "1" ? " sa-on" : "") + (pad ? " sa-pad" : ""), "data-row": i, "data-col": j
+          }, bit === "1" ? [el("span", { "class": "sa-tick", text: "\u2713" })] : []));
         });
       });
-      var label = pattern.options[pattern.selectedIndex].text;
-      grid.setAttribute("aria-label", "The " + label + " mask with " + lengths.value + " real tokens: " +
-        mask.map(function (bits, i) { return "query " + i + " sees " + bits.split("").filter(function (b) { return b === "1"; }).length; }).join(", "));
-      status.textContent = allowed + " of " + (data.T * data.T) + " query-key pairs may attend.";
+      var text = pattern.options[pattern.selectedIndex].text;
+      var padded = range(T).slice(real);
+      var padding = padded.length ? (padded.length === 1 ? "token " : "tokens ") + listed(padded.map(String)) : "no padding";
+      legend.textContent = padded.length ? "Padding (hatched, numbers marked \u201cpad\u201d): " + padding + ". No query may " +
+        "attend to a padding key; padding queries still attend here, but their outputs are not used." :
+        "No padding: all " + T + " tokens are real.";
+      grid.setAttribute("aria-label", "The " + text + " mask with " + real + " real tokens (" + padding + "): " +
+        mask.map(function (bits, i) {
+          var keys = [];
+          bits.split("").forEach(function (b, j) { if (b === "1") keys.push(j); });
+          return "query " + i + (i >= real ? " (pad)" : "") + " sees " + (keys.length ? "keys " + keys.join(" ") : "no key");
+        }).join("; "));
+      status.textContent = allowed + " of " + (T * T) + " query-key pairs may attend.";
     }
     [pattern, lengths].forEach(function (control) { control.addEventListener("change", draw); });
     draw();
