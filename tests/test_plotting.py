@@ -107,7 +107,7 @@ def test_plot_head_split_shows_each_heads_columns():
     q = np.arange(24.0).reshape(3, 8)
     fig = plot_head_split(q, 4)
     blocks = [ax for ax in fig.axes if ax.get_title().startswith("head ")]
-    assert [ax.get_title() for ax in blocks] == [f"head {h}: columns {2 * h}-{2 * h + 1}" for h in range(4)]
+    assert [ax.get_title() for ax in blocks] == [f"head {h}\ncolumns {2 * h}-{2 * h + 1}" for h in range(4)]
     np.testing.assert_array_equal(blocks[2].images[0].get_array(), q[:, 4:6])
     assert {ax.images[0].get_clim() for ax in blocks} == {(-23.0, 23.0)}
 
@@ -115,8 +115,9 @@ def test_plot_head_split_shows_each_heads_columns():
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_plot_encoder_block_draws_the_steps_in_order(norm_first):
     ax = plot_encoder_block(norm_first, "gelu")
-    labels = [t.get_text().split("\n")[0] for t in ax.texts if t.get_text() not in ("residual", "")]  # "" = arrows
-    x, y, attention, add, ff = "x  (..., T, D)", "y  (..., T, D)", "Multi-head self-attention", "+", "Feed-forward"
+    labels = [t.get_text().replace("\n", " ") for t in ax.texts if t.get_text() not in ("residual", "")]  # "" = arrows
+    x, y, add = "x  (..., T, D)", "y  (..., T, D)", "+"
+    attention, ff = "Multi-head self-attention (optional mask)", "Feed-forward: Linear D\u2192F, GELU, Linear F\u2192D"
     if norm_first:
         assert labels == [x, "LayerNorm 1", attention, add, "LayerNorm 2", ff, add, y]
     else:
@@ -332,3 +333,88 @@ def test_plot_head_scores_one_panel_per_pattern_with_marks():
 def test_chapter_13_plots_reject_bad_input(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# Every figure must read on a phone: saved with the notebook's tight bounding box, no wider
+# than MAX_FIGURE_WIDTH_IN, and no text smaller than SMALLEST_FONT_PT (tests/test_figure_scale.py
+# checks the chapters' figures against the same rule). One call per figure, with the chapters' shapes.
+_RNG = np.random.default_rng(0)
+_TOKENS = ["[CLS]", "the", "striker", "scored", "twice", "in", "the", "second", "half", ".", "[SEP]"]
+PHONE_FIGURES = {
+    "attention 4x4, numbers": lambda: plot_attention(_RNG.dirichlet(np.ones(4), 4), list("abcd"), list("abcd")),
+    "attention 8x8, numbers": lambda: plot_attention(_RNG.dirichlet(np.ones(8), 8)),
+    "attention 13 pieces": lambda: plot_attention(_RNG.dirichlet(np.ones(13), 13), _TOKENS + ["x", "y"], _TOKENS + ["x", "y"]),
+    "token grid": lambda: plot_token_grid(_RNG.random(196), (14, 14), title="Class token, scaled by 1/sqrt(d_k)"),
+    "mask 6": lambda: plot_mask(causal_mask(6), title="Causal mask, T = 6\nrow t sees 0..t, predicts t+1"),
+    "mask 10": lambda: plot_mask(causal_mask(10)),
+    "heads 5": lambda: plot_attention_heads(_RNG.dirichlet(np.ones(10), (5, 10)), titles=[*"0123", "mean of the 4 heads"]),
+    "heads 4 of 16": lambda: plot_attention_heads(_RNG.dirichlet(np.ones(16), (4, 16))),
+    "heads, labels": lambda: plot_attention_heads(_RNG.dirichlet(np.ones(11), (3, 11)), labels=_TOKENS,
+                                                  title="Three trained heads: previous token, next token, [CLS]"),
+    "patch grid": lambda: plot_patch_grid(_RNG.random((224, 224, 3)), 16, title="224 x 224 pixels: 14 x 14 patches of 16 x 16"),
+    "overlay": lambda: plot_attention_overlay(_RNG.random((224, 224, 3)), _RNG.random((56, 56)), marker=(3, 4),
+                                              title="Attention of pixel x (untrained, q/k weights x20)"),
+    "position table": lambda: plot_position_table(sinusoidal_positions(100, 64), title="Sinusoidal table, 100 positions, D = 64"),
+    "learning curves": lambda: sa.plot_learning_curves(
+        {f"lr = {lr}": {"step": [25, 50], "loss": [2.0, 1.0], "accuracy": [0.5, 0.9]} for lr in (0.003, 0.03, 1.0)},
+        title="The same model, three learning rates", chance=2.3),
+    "similarity": lambda: sa.plot_similarity(np.eye(6), ["guitar", "strumming", "cat/sofa", "kitten/couch", "rates", "weather"],
+                                             title="Cosine similarity of six sentences (all-MiniLM-L6-v2, NumPy)"),
+    "head scores 5 x 6 x 12": lambda: sa.plot_head_scores(_RNG.random((5, 6, 12)), ["previous token", "next token", "itself", "[CLS]", "[SEP]"],
+                                                         title="Mean attention weight of each of the 72 heads, over 20 sentences (red: the two heads below)"),
+    "head scores 3 x 30 x 9": lambda: sa.plot_head_scores(_RNG.random((3, 30, 9)), ["first token (sink)", "previous token", "induction"]),
+    "head scores 2": lambda: sa.plot_head_scores(_RNG.random((2, 6, 12)), ["weight on [CLS]", "[CLS]'s share of what the head adds"]),
+    "head split 4": lambda: plot_head_split(_RNG.standard_normal((10, 16)), 4),
+    "head split 16": lambda: plot_head_split(_RNG.standard_normal((10, 32)), 16),
+    "encoder block": lambda: plot_encoder_block(),
+    "two encoder blocks": lambda: [plot_encoder_block(first, ax=ax) for first, ax in zip((False, True), plt.subplots(1, 2, figsize=(4.6, 6.8))[1], strict=True)][0],
+    "block traversal": lambda: plot_block_traversal(4),
+    "block traversal, 5 steps of 40": lambda: plot_block_traversal(40, [0, 1, 40, 41, 1599]),
+    "roofline": lambda: plot_roofline({"reference": (2.0, 3.0), "torch fused": (60.0, 200.0)}, 300.0, 10.0,
+                                      title="Roofline, T = 4096, B*H = 32 (recorded run)"),
+}  # fmt: skip
+
+
+def _figure_of(drawn):
+    return drawn if isinstance(drawn, plt.Figure) else drawn.figure
+
+
+@pytest.mark.parametrize("name", PHONE_FIGURES)
+def test_every_figure_fits_a_phone(name):
+    import io
+
+    from PIL import Image
+
+    from selfattention.plotting._common import MAX_FIGURE_WIDTH_IN, SMALLEST_FONT_PT
+
+    figure = _figure_of(PHONE_FIGURES[name]())
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=100, bbox_inches="tight")  # as the notebooks' inline backend saves it
+    width_in = Image.open(buffer).size[0] / 100
+    assert width_in <= MAX_FIGURE_WIDTH_IN, f"{name}: {width_in:.2f} inches wide, more than {MAX_FIGURE_WIDTH_IN:.2f}"
+    texts = [t for t in figure.findobj(plt.Text) if t.get_visible() and t.get_text().strip()]
+    assert texts, f"{name}: no text found"
+    small = {(t.get_text()[:30], t.get_fontsize()) for t in texts if t.get_fontsize() < SMALLEST_FONT_PT}
+    assert not small, f"{name}: text below {SMALLEST_FONT_PT} pt: {sorted(small)}"
+
+
+def test_the_phone_rule_and_title_wrapping():
+    from selfattention.plotting._common import (
+        MAX_FIGURE_WIDTH_IN,
+        MIN_TEXT_PX,
+        SMALLEST_FONT_PT,
+        text_px_on_phone,
+        wrap_text,
+    )
+
+    assert text_px_on_phone(SMALLEST_FONT_PT, MAX_FIGURE_WIDTH_IN) == pytest.approx(MIN_TEXT_PX)
+    assert text_px_on_phone(10, 11.0) == pytest.approx(10 * 343 / (72 * 11.0))  # today's widest: 4.3 px
+    assert text_px_on_phone(8, 3.0) == pytest.approx(8 * 100 / 72)  # narrower than the column: shown at full size
+    assert text_px_on_phone(8, 4.0, dpi=200) == pytest.approx(text_px_on_phone(8, 4.0))  # the dpi does not matter
+    wrapped = wrap_text("Mean attention weight of each of the 72 heads, over 20 sentences", 3.0, 12)
+    assert wrapped.replace("\n", " ") == "Mean attention weight of each of the 72 heads, over 20 sentences"
+    assert all(len(line) <= 3.0 * 72 / (0.55 * 12) for line in wrapped.split("\n")) and "\n" in wrapped
+    assert (
+        wrap_text("$\\sqrt{d_k}$ scaled, a long title with maths in it", 1.0, 12)
+        == "$\\sqrt{d_k}$ scaled, a long title with maths in it"
+    )

@@ -34,6 +34,72 @@ def pyplot() -> ModuleType:
 #: The most cells :func:`heatmap` writes a number in (a 32 x 32 matrix).
 MAX_ANNOTATED_CELLS = 1024
 
+# Figures must read on a phone. The course's pages show a figure at most as wide
+# as the article, 343 CSS px on a 390 px phone, so a figure saved W inches wide
+# (at any dpi) shows text of F points at F * 343 / (72 * W) CSS px there. The
+# rule: no text smaller than MIN_TEXT_PX, so no text below SMALLEST_FONT_PT and
+# no figure wider than MAX_FIGURE_WIDTH_IN (4.76 inches). tests/test_figure_scale.py
+# checks every figure the chapters show against it.
+
+#: The article's width on a 390 px phone, in CSS px: the narrowest a figure is shown.
+PHONE_COLUMN_PX = 343
+#: The smallest text a figure may show there, in CSS px (the font size).
+MIN_TEXT_PX = 8
+#: The smallest font size, in points, in any figure the package draws.
+SMALLEST_FONT_PT = 8.0
+#: The widest a figure may be, in inches, for SMALLEST_FONT_PT text to show MIN_TEXT_PX tall on the phone.
+MAX_FIGURE_WIDTH_IN = SMALLEST_FONT_PT * PHONE_COLUMN_PX / (72 * MIN_TEXT_PX)
+#: The width the package's figures are drawn at: the limit, less room for text that sticks out.
+FIGURE_WIDTH_IN = 4.6
+
+
+def axes_width_in(ax: Axes) -> float:
+    """The width of ``ax`` in inches, as the figure's layout stands now."""
+    return ax.get_position().width * ax.figure.get_figwidth()
+
+
+def panel_width_in(ax: Axes) -> float:
+    """The width a title over ``ax`` may take, in inches: the figure's, or beside other panels the axes' and more."""
+    figure_width = ax.figure.get_figwidth()
+    spec = ax.get_subplotspec()
+    if spec is not None:  # the figure's grid, not the one a colour bar nests the axes in
+        spec = spec.get_topmost_subplotspec()
+    box = ax.get_position()
+    centre = (box.x0 + box.x1) / 2 * figure_width  # a title is centred on its axes: it must not pass the figure's edge
+    room = 2 * min(centre, figure_width - centre)
+    if spec is not None and spec.get_gridspec().ncols == 1:  # alone in its row: as wide as the figure allows
+        return room
+    width = min(axes_width_in(ax) + 0.6, room)
+    if spec is not None:  # no wider than its column: a neighbour's title is close
+        span = spec.colspan.stop - spec.colspan.start
+        width = min(width, figure_width * span / spec.get_gridspec().ncols)
+    return width
+
+
+def text_px_on_phone(font_pt: float, width_in: float, dpi: float = 100.0) -> float:
+    """The CSS px height of ``font_pt`` text in a figure saved ``width_in`` inches wide, shown on the phone.
+
+    The page shows the figure at its natural width (``width_in * dpi`` px) or
+    scaled down to :data:`PHONE_COLUMN_PX`, whichever is smaller.
+    """
+    natural_px = width_in * dpi
+    return font_pt * dpi / 72 * min(1.0, PHONE_COLUMN_PX / natural_px)
+
+
+def wrap_text(text: str, width_in: float, fontsize: float) -> str:
+    """``text`` broken at spaces into lines about ``width_in`` inches long at ``fontsize`` points.
+
+    An average character is taken as 0.6 em wide (DejaVu Sans, matplotlib's default font). Text holding mathtext
+    (``$``) is returned unchanged, as are its existing line breaks.
+    """
+    import textwrap
+
+    if "$" in text:
+        return text
+    chars = max(8, int(width_in * 72 / (0.6 * fontsize)))
+    lines = text.split("\n")
+    return "\n".join(textwrap.fill(line, chars, break_long_words=False, break_on_hyphens=False) for line in lines)
+
 
 def heatmap(
     ax: Axes,
@@ -73,6 +139,10 @@ def heatmap(
         The image, e.g. for a colour bar shared by several panels.
     """
     image = ax.imshow(data, **imshow)
+    from matplotlib.ticker import MaxNLocator
+
+    for axis in (ax.xaxis, ax.yaxis):  # rows and columns are whole numbers: no tick at 2.5
+        axis.set_major_locator(MaxNLocator(integer=True))
     if colorbar is not False:  # "" is a colour bar without a label
         options: dict[str, Any] = {"label": colorbar} if isinstance(colorbar, str) else {}
         if colorbar_ticks is not None:
@@ -84,8 +154,8 @@ def heatmap(
         ax.set_xlabel(xlabel)
     if ylabel is not None:
         ax.set_ylabel(ylabel)
-    if title is not None:
-        ax.set_title(title)
+    if title is not None:  # long titles break into lines as wide as the panel's share of the figure
+        ax.set_title(wrap_text(title, panel_width_in(ax), 12))
     if annotate is not None:
         if data.size > MAX_ANNOTATED_CELLS:  # one text per cell: thousands are unreadable and take a minute
             raise ValueError(
@@ -95,7 +165,8 @@ def heatmap(
         threshold = 0.6 * data.max()
         for (i, j), value in np.ndenumerate(data):
             colour = "black" if value > threshold else "white"
-            ax.text(j, i, format(value, annotate), ha="center", va="center", color=colour, fontsize=9)
+            size = 9 if data.shape[1] <= 6 else SMALLEST_FONT_PT  # eight numbers a row fit a phone at 8 pt
+            ax.text(j, i, format(value, annotate), ha="center", va="center", color=colour, fontsize=size)
     return image
 
 

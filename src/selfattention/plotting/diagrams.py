@@ -17,7 +17,19 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from .._validation import check_bool, check_choice, check_head_split, check_positive_int, check_real_scalar
-from ._common import as_plottable, axes_for, check_drawable, check_text, heatmap, is_index, pyplot
+from ._common import (
+    FIGURE_WIDTH_IN,
+    SMALLEST_FONT_PT,
+    as_plottable,
+    axes_for,
+    check_drawable,
+    check_text,
+    heatmap,
+    is_index,
+    panel_width_in,
+    pyplot,
+    wrap_text,
+)
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -37,7 +49,7 @@ def plot_head_split(
 
     The top panel is the whole ``(T, D)`` matrix with the head boundaries
     marked; below it, each head's ``(T, Dh)`` block is drawn on its own, on the
-    same colour scale.
+    same colour scale, up to four to a row.
 
     Parameters
     ----------
@@ -74,24 +86,40 @@ def plot_head_split(
     limit = float(np.abs(q).max()) or 1.0
     scale = {"cmap": "RdBu_r", "vmin": -limit, "vmax": limit, "aspect": "auto"}
     colours = plt.get_cmap("tab10")
-    fig = plt.figure(figsize=(10, 5.2))
-    grid = fig.add_gridspec(2, H, height_ratios=[1, 1.1], hspace=0.55)
+    per_row = min(H, 4)
+    rows = -(-H // per_row)
+    suptitle = wrap_text(title, FIGURE_WIDTH_IN, 12)
+    height = 2.2 + 1.9 * rows + 0.25 * suptitle.count("\n")
+    fig = plt.figure(figsize=(FIGURE_WIDTH_IN, height), layout="constrained")
+    grid = fig.add_gridspec(1 + rows, per_row, height_ratios=[1.15] + [1] * rows)
     top = fig.add_subplot(grid[0, :])
     heatmap(top, q, xlabel=f"column of Q (D = {D})", ylabel="token", **scale)
+    from matplotlib.ticker import MaxNLocator
+
+    for axis in (top.xaxis, top.yaxis):  # columns and tokens are whole numbers
+        axis.set_major_locator(MaxNLocator(integer=True))
+    named = H <= 8  # "head h" over each block while it fits; the number alone past that
     for h in range(H):
         top.axvspan(h * Dh - 0.5, (h + 1) * Dh - 0.5, ymin=1.0, ymax=1.06, color=colours(h % 10), clip_on=False)
-        top.text((h + 0.5) * Dh - 0.5, -0.09 * T - 0.5, f"head {h}", ha="center", va="bottom", fontsize=9)
+        label = f"head {h}" if named else str(h)
+        top.text((h + 0.5) * Dh - 0.5, -0.09 * T - 0.5, label, ha="center", va="bottom", fontsize=SMALLEST_FONT_PT)
         if h:
             top.axvline(h * Dh - 0.5, color="black", linewidth=1.5)
     for h in range(H):
-        ax = fig.add_subplot(grid[1, h])
-        image = heatmap(ax, q[:, h * Dh : (h + 1) * Dh], xlabel=f"Dh = {Dh}", ylabel=None if h else "token", **scale)
+        ax = fig.add_subplot(grid[1 + h // per_row, h % per_row])
+        first = h % per_row == 0
+        image = heatmap(
+            ax, q[:, h * Dh : (h + 1) * Dh], xlabel=f"Dh = {Dh}", ylabel="token" if first else None, **scale
+        )
         for side in ax.spines.values():
             side.set_color(colours(h % 10))
             side.set_linewidth(2.5)
-        ax.set_title(f"head {h}: columns {h * Dh}-{(h + 1) * Dh - 1}", fontsize=9)
+        ax.set_title(f"head {h}\ncolumns {h * Dh}-{(h + 1) * Dh - 1}", fontsize=SMALLEST_FONT_PT)
+        ax.set_xticks([])  # the columns are numbered on the whole matrix above
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.tick_params(labelsize=SMALLEST_FONT_PT, labelleft=first)
     fig.colorbar(image, ax=fig.axes, label="value", shrink=0.8)
-    fig.suptitle(title)
+    fig.suptitle(suptitle)
     return fig
 
 
@@ -137,11 +165,11 @@ def plot_encoder_block(
     norm_first = check_bool(norm_first, "norm_first")
     activation = check_choice(activation, ("relu", "gelu"), "activation")
     check_text(title, "title", optional=True)
-    ax = axes_for(ax, (4.6, 7.5))
+    ax = axes_for(ax, (2.8, 6.8))  # narrow labels: two blocks side by side fit a phone
     x, y, add = ("io", "x  (..., T, D)"), ("io", "y  (..., T, D)"), ("add", "+")
     norm1, norm2 = ("norm", "LayerNorm 1"), ("norm", "LayerNorm 2")
-    attention = ("attn", "Multi-head self-attention\n(optional mask)")
-    ff = ("ff", f"Feed-forward\nLinear D\u2192F, {'ReLU' if activation == 'relu' else 'GELU'}, Linear F\u2192D")
+    attention = ("attn", "Multi-head\nself-attention\n(optional mask)")
+    ff = ("ff", f"Feed-forward:\nLinear D\u2192F, {'ReLU' if activation == 'relu' else 'GELU'},\nLinear F\u2192D")
     if norm_first:
         steps, skips = [x, norm1, attention, add, norm2, ff, add, y], [(0, 3), (3, 6)]
     else:
@@ -154,7 +182,7 @@ def plot_encoder_block(
             continue
         edge = "none" if kind == "io" else "black"
         box = dict(boxstyle="round,pad=0.45", facecolor=_BLOCK_COLOURS[kind], edgecolor=edge)
-        ax.text(0.5, height, label, ha="center", va="center", fontsize=9.5, bbox=box)
+        ax.text(0.5, height, label, ha="center", va="center", fontsize=9, bbox=box)
     arrow = dict(arrowstyle="-|>", color="black", linewidth=1.1, shrinkA=13, shrinkB=13)
     for y_from, y_to in pairwise(ys):
         ax.annotate("", xy=(0.5, y_to), xytext=(0.5, y_from), arrowprops=arrow)
@@ -163,11 +191,19 @@ def plot_encoder_block(
         y_split, y_add = ys[start] - 0.5, ys[end]
         ax.plot([0.5, 1.05, 1.05], [y_split, y_split, y_add], color="#7a7a7a", linewidth=1.3)
         ax.annotate("", xy=(0.56, y_add), xytext=(1.05, y_add), arrowprops=skip_arrow)
-        ax.text(1.08, (y_split + y_add) / 2, "residual", rotation=90, va="center", fontsize=8, color="#555555")
+        ax.text(
+            1.08,
+            (y_split + y_add) / 2,
+            "residual",
+            rotation=90,
+            va="center",
+            fontsize=SMALLEST_FONT_PT,
+            color="#555555",
+        )
     ax.set_xlim(-0.25, 1.3)
     ax.set_ylim(-0.6, len(steps) - 0.4)
     ax.axis("off")
-    ax.set_title(title or ("Pre-norm encoder block" if norm_first else "Post-norm encoder block"))
+    ax.set_title(title or ("Pre-norm encoder block" if norm_first else "Post-norm encoder block"), fontsize=11)
     return ax
 
 
@@ -200,7 +236,7 @@ def plot_block_traversal(num_blocks: int, steps: Sequence[int] | None = None) ->
     Returns
     -------
     matplotlib.figure.Figure
-        The figure, one panel per step and a legend below.
+        The figure, one panel per step (up to three to a row) and a legend below.
 
     Raises
     ------
@@ -222,28 +258,38 @@ def plot_block_traversal(num_blocks: int, steps: Sequence[int] | None = None) ->
     for step in steps:
         if not is_index(step, n * n):
             raise ValueError(f"steps must be integers in [0, {last}]; got {step!r}")
-    if len(steps) > MAX_PANELS:  # each step is a panel 3.3 inches wide: hundreds would take minutes to draw
+    if len(steps) > MAX_PANELS:  # each step is a panel: hundreds would take minutes to draw
         raise ValueError(f"a figure draws at most {MAX_PANELS} steps side by side; got {len(steps)}")
     plt = pyplot()
     from matplotlib.colors import ListedColormap
 
     colours = ListedColormap(list(_TILE_STATES.values()))  # done, current, to come
     scale = {"cmap": colours, "vmin": 0, "vmax": 2, "aspect": "equal"}
-    fig, axes = plt.subplots(1, len(steps), figsize=(3.3 * len(steps), 4.0), squeeze=False)
+    per_row = min(len(steps), 3)
+    rows = -(-len(steps) // per_row)
+    side = (FIGURE_WIDTH_IN - 0.5) / per_row
+    suptitle = wrap_text("Blocked attention holds one (block, block) tile of the (T, S) scores at a time", 4.6, 12)
+    height = (side + 0.7) * rows + 0.9 + 0.25 * suptitle.count("\n")
+    fig, axes = plt.subplots(rows, per_row, figsize=(FIGURE_WIDTH_IN, height), squeeze=False, layout="constrained")
     order = np.arange(n * n).reshape(n, n)  # the step at which each tile is computed
-    for ax, step in zip(axes[0], steps, strict=True):
+    for index, (ax, step) in enumerate(zip(axes.flat, steps, strict=False)):
         tiles = np.sign(order - int(step)) + 1  # 0 before the step, 1 at it, 2 after it
-        heatmap(ax, tiles, title=f"step {int(step) + 1} of {n * n}", xlabel="key block", ylabel="query block", **scale)
+        ylabel = "query block" if index % per_row == 0 else None
+        heatmap(ax, tiles, xlabel="key block", ylabel=ylabel, **scale)
+        ax.set_title(f"step {int(step) + 1} of {n * n}", fontsize=10)
         ax.set_xticks(np.arange(-0.5, n, 1), minor=True)
         ax.set_yticks(np.arange(-0.5, n, 1), minor=True)
         ax.grid(which="minor", color="black", linewidth=0.6)
-        ax.set_xticks(range(n), labels=[str(b) for b in range(n)])
-        ax.set_yticks(range(n), labels=[str(b) for b in range(n)])
+        every = max(1, -(-n // 8))  # at most about eight numbers a side
+        ax.set_xticks(range(0, n, every), labels=[str(b) for b in range(0, n, every)])
+        ax.set_yticks(range(0, n, every), labels=[str(b) for b in range(0, n, every)])
+        ax.tick_params(labelsize=SMALLEST_FONT_PT)
+    for ax in axes.flat[len(steps) :]:
+        ax.set_visible(False)
     legend = ["scores in memory now", "folded into m, l, o (freed)", "not computed yet"]
     handles = [plt.Rectangle((0, 0), 1, 1, facecolor=_TILE_STATES[name], edgecolor="black") for name in legend]
-    fig.legend(handles, legend, loc="lower center", ncol=3, frameon=False)
-    fig.suptitle("Blocked attention holds one (block, block) tile of the (T, S) scores at a time")
-    fig.tight_layout(rect=(0, 0.12, 1, 1))
+    fig.legend(handles, legend, loc="outside lower center", ncol=2, frameon=False, fontsize=9)
+    fig.suptitle(suptitle)
     return fig
 
 
@@ -317,7 +363,7 @@ def plot_roofline(
             raise ValueError(
                 f"points[{name!r}] must be a pair of positive numbers (flops per byte, GFLOP/s); got {pair!r}: {exc}"
             ) from None
-    ax = axes_for(ax, (6.4, 4.4))
+    ax = axes_for(ax, (FIGURE_WIDTH_IN, 3.8))
     xs = np.array([p[0] for p in points.values()], dtype=float)
     lo, hi = min(xs.min(), peak / bandwidth) / 4, max(xs.max(), peak / bandwidth) * 4
     grid = np.geomspace(lo, hi, 200)
@@ -327,7 +373,8 @@ def plot_roofline(
         ax.loglog([x], [y], markers[i % len(markers)], markersize=8, label=name)
     from matplotlib.ticker import LogLocator, NullFormatter, ScalarFormatter
 
-    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))  # 1, 2, 5, 10, 20, ...
+    decades = np.log10(hi / lo)  # 1, 2, 5, 10, 20, ... while they fit a phone's width; 1, 10, 100, ... past that
+    ax.xaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0) if decades <= 2.5 else (1.0,)))
     ax.yaxis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 3.0, 5.0, 7.0)))  # the rates need more labels
     for axis in (ax.xaxis, ax.yaxis):  # plain numbers, not powers of ten
         axis.set_major_formatter(ScalarFormatter())
@@ -339,7 +386,7 @@ def plot_roofline(
         textcoords="offset points",
         ha="right",
         va="bottom",
-        fontsize=8,
+        fontsize=SMALLEST_FONT_PT,
     )
     lowest = min(min(p[1] for p in points.values()), float(np.minimum(peak, bandwidth * grid).min()))
     decade = 10 ** np.floor(np.log10(lowest / 1.05))
@@ -347,7 +394,8 @@ def plot_roofline(
     ax.set_ylim(bottom=bottom, top=peak * 1.6)  # and room for the label above the roof
     ax.set_xlabel("flops per byte moved")
     ax.set_ylabel("GFLOP/s")
-    ax.set_title(title)
+    ax.set_title(wrap_text(title, panel_width_in(ax), 12))
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    # below the axes, where it hides no point
+    ax.legend(fontsize=SMALLEST_FONT_PT, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=2, frameon=False)
     return ax

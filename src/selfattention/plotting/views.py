@@ -25,7 +25,9 @@ from .._validation import (
     check_real_scalar,
 )
 from ._common import (
+    FIGURE_WIDTH_IN,
     MAX_ANNOTATED_CELLS,
+    SMALLEST_FONT_PT,
     as_plottable,
     axes_for,
     check_cmap,
@@ -35,8 +37,10 @@ from ._common import (
     check_text,
     heatmap,
     is_index,
+    panel_width_in,
     pyplot,
     weight_scale,
+    wrap_text,
 )
 
 if TYPE_CHECKING:
@@ -120,7 +124,12 @@ def plot_attention(
             f"annotate=True writes a number in each of the {T * S:,} cells, more than {MAX_ANNOTATED_CELLS:,}; "
             "pass annotate=False"
         )
-    ax = axes_for(ax, (1.8 + 0.9 * S, 0.8 + 0.8 * T) if annotate else (6, 5))
+    if annotate:  # square cells as wide as fit beside the labels and the colour bar, at most 0.9 inch
+        cell = min(0.9, (FIGURE_WIDTH_IN - 1.8) / S)
+        size = (min(FIGURE_WIDTH_IN, 1.8 + cell * S), min(6.0, 1.1 + cell * T))
+    else:  # less wide: long token names stick out to the left
+        size = (FIGURE_WIDTH_IN - 0.4, 4.0)
+    ax = axes_for(ax, size)
     scale = weight_scale(weights, cmap)
     numbers = ".3f" if annotate else None
     heatmap(ax, weights, title=title, **_KEY_QUERY, colorbar="attention weight", annotate=numbers, **scale)
@@ -128,7 +137,7 @@ def plot_attention(
         ax.set_yticks(range(T), labels=list(query_labels))
     if key_labels is not None:
         labels = [str(label) for label in key_labels]
-        crowded = sum(len(label) + 1 for label in labels) > 40  # more characters than fit side by side
+        crowded = sum(len(label) + 1 for label in labels) > 30  # more characters than fit side by side
         ax.set_xticks(range(S), labels=labels, rotation=90 if crowded else 0)
     return ax
 
@@ -186,7 +195,7 @@ def plot_token_grid(
     check_finite(values, "values", purpose="to plot")
     check_text(title, "title")
     check_text(colorbar_label, "colorbar_label")
-    ax = axes_for(ax, (5, 4.2))
+    ax = axes_for(ax, (FIGURE_WIDTH_IN, 3.9))
     grid = values.reshape(rows, cols)  # row-major, as the patches were flattened
     heatmap(
         ax, grid, title=title, xlabel="patch column", ylabel="patch row", colorbar=colorbar_label, cmap=check_cmap(cmap)
@@ -252,7 +261,7 @@ def plot_mask(
             )
     check_text(title, "title")
     T, S = allowed.shape
-    ax = axes_for(ax, (min(2.5 + 0.35 * S, 7), min(2 + 0.35 * T, 6)))
+    ax = axes_for(ax, (min(2.5 + 0.35 * S, FIGURE_WIDTH_IN), min(2 + 0.35 * T, 6)))
     from matplotlib.colors import ListedColormap
 
     scale = {"cmap": ListedColormap(["#3b3b3b", "#f2c14e"]), "vmin": 0, "vmax": 1}  # blocked, may attend
@@ -264,7 +273,7 @@ def plot_mask(
 def plot_attention_heads(
     weights: ArrayLike,
     *,
-    ncols: int = 4,
+    ncols: int | None = None,
     title: str = "Attention weights per head",
     titles: Sequence[str] | None = None,
     cmap: str = "viridis",
@@ -277,8 +286,10 @@ def plot_attention_heads(
     weights : array_like, shape (H, T, S)
         Per-head weights, e.g. one batch entry of ``multihead_attention``'s
         second output.
-    ncols : int, default 4
-        Panels per row.
+    ncols : int, optional
+        Panels per row. By default, as many as fit a phone's width (about
+        three, two with token labels); more make a figure too wide to read
+        there.
     title : str
         The figure title.
     titles : sequence of str, optional
@@ -312,30 +323,43 @@ def plot_attention_heads(
         if weights.shape[1] != weights.shape[2]:
             raise ValueError(f"labels name the tokens of a square (H, T, T) map; got weights of shape {weights.shape}")
         check_labels(labels, weights.shape[1], "labels", "tokens (T)")
-    ncols = check_positive_int(ncols, "ncols")
+    if ncols is not None:
+        ncols = check_positive_int(ncols, "ncols")
     check_text(title, "title")
-    H = weights.shape[0]
+    H, T = weights.shape[:2]
     check_labels(titles, H, "titles", "panel (H)")
     titles = [f"head {h}" for h in range(H)] if titles is None else list(titles)
     for h, panel_title in enumerate(titles):
         check_text(panel_title, f"titles[{h}]")
+    # A panel needs room for its ticks (and, with labels, a token name per row); the first column
+    # also holds the query label and the bar on the right its label.
+    least = 1.25 if labels is None else max(1.4, 0.12 * T + 0.1)
+    room = FIGURE_WIDTH_IN - 1.25 - (0.3 if labels is not None else 0.0)
+    if ncols is None:
+        ncols = min(H, max(1, int(room // least)))
+        ncols = -(-H // -(-H // ncols))  # as even rows as that many columns allow
     ncols = min(ncols, H)
     nrows = -(-H // ncols)
-    side = 2.6 if labels is None else 3.2  # room for the token names
-    fig, axes = pyplot().subplots(nrows, ncols, figsize=(side * ncols + 1.0, side * nrows + 0.4), squeeze=False)
+    side = max(least, min(2.6, room / ncols))
+    width = side * ncols + FIGURE_WIDTH_IN - room
+    suptitle = wrap_text(title, width, 12)
+    height = side * nrows + 0.45 * nrows + 0.25 * (suptitle.count("\n") + 1)
+    fig, axes = pyplot().subplots(nrows, ncols, figsize=(width, height), squeeze=False, layout="constrained")
     scale = weight_scale(weights, cmap)  # one scale for all panels
     for h, ax in enumerate(axes.flat[:H]):
         bottom = h + ncols >= H  # no panel below: label the keys here (a label above would hit a title)
         xlabel = "key" if bottom else None
-        image = heatmap(ax, weights[h], title=titles[h], xlabel=xlabel, ylabel=None if h % ncols else "query", **scale)
+        panel_title = wrap_text(titles[h], side, 10)
+        image = heatmap(ax, weights[h], xlabel=xlabel, ylabel=None if h % ncols else "query", **scale)
+        ax.set_title(panel_title, fontsize=10)
+        ax.tick_params(labelsize=SMALLEST_FONT_PT)
         if labels is not None:
-            T = weights.shape[1]
-            ax.set_xticks(range(T), labels=list(labels), rotation=90, fontsize=7)
-            ax.set_yticks(range(T), labels=list(labels) if h % ncols == 0 else [""] * T, fontsize=7)
+            ax.set_xticks(range(T), labels=list(labels), rotation=90, fontsize=SMALLEST_FONT_PT)
+            ax.set_yticks(range(T), labels=list(labels) if h % ncols == 0 else [""] * T, fontsize=SMALLEST_FONT_PT)
     for ax in axes.flat[H:]:
         ax.set_visible(False)
     fig.colorbar(image, ax=axes.ravel().tolist(), label="attention weight", shrink=0.8)
-    fig.suptitle(title)
+    fig.suptitle(suptitle)
     return fig
 
 
@@ -374,7 +398,7 @@ def plot_patch_grid(image: ArrayLike, patch_size: int, *, ax: Axes | None = None
     H, W = image.shape[:2]
     check_image_size(H, W, p)
     check_text(title, "title", optional=True)
-    ax = axes_for(ax, (5, 5))
+    ax = axes_for(ax, (FIGURE_WIDTH_IN, FIGURE_WIDTH_IN))
     if image.shape[-1] == 3:
         ax.imshow(image)
     else:
@@ -388,7 +412,8 @@ def plot_patch_grid(image: ArrayLike, patch_size: int, *, ax: Axes | None = None
         set_ticks(np.arange(p / 2 - 0.5, count * p, p)[::every], labels=[str(i) for i in range(count)][::every])
     ax.set_xlabel("patch column")
     ax.set_ylabel("patch row")
-    ax.set_title(title or f"{H // p} x {W // p} patches of {p} x {p} pixels")
+    title = title or f"{H // p} x {W // p} patches of {p} x {p} pixels"
+    ax.set_title(wrap_text(title, panel_width_in(ax), 12))
     return ax
 
 
@@ -459,7 +484,7 @@ def plot_attention_overlay(
             raise ValueError(f"vmax must be positive (the colour scale starts at 0); got {vmax}")
     colorbar = check_bool(colorbar, "colorbar")
     check_text(title, "title")
-    ax = axes_for(ax, (5, 4.4))
+    ax = axes_for(ax, (FIGURE_WIDTH_IN, 4.0))
     H, W = image.shape[:2]
     ax.imshow(image.mean(axis=-1), cmap="gray", vmin=0, vmax=1)
     scale = {"cmap": "inferno", "vmin": 0.0, "vmax": vmax}
@@ -515,7 +540,7 @@ def plot_position_table(
     table = as_plottable(table, "table", 2, "a 2-D (T, D) table, one row per position")
     check_text(title, "title")
     cmap = check_cmap(cmap)
-    ax = axes_for(ax, (7, 4))
+    ax = axes_for(ax, (FIGURE_WIDTH_IN, 3.4))
     limit = max(float(np.abs(table).max()), 1e-12)
     if limit > np.finfo(np.float64).max / 4:  # matplotlib's colour scale spans 2 * limit
         raise ValueError(f"table values must lie within ±{np.finfo(np.float64).max / 4:.3g} to plot; got {limit:.3g}")
@@ -572,7 +597,8 @@ def plot_learning_curves(
     Returns
     -------
     matplotlib.figure.Figure
-        Two panels: the loss on a log scale, the accuracy in percent.
+        Two panels, one above the other (a phone's width): the loss on a log
+        scale, the accuracy in percent.
 
     Raises
     ------
@@ -615,7 +641,7 @@ def plot_learning_curves(
                 f"run {label!r}: accuracy must lie between 0 and 1; got {accuracy.min():.3g} … {accuracy.max():.3g}"
             )
         curves[label] = (step, loss, accuracy)
-    fig, (ax_loss, ax_acc) = pyplot().subplots(1, 2, figsize=(10, 3.6))
+    fig, (ax_loss, ax_acc) = pyplot().subplots(2, 1, figsize=(FIGURE_WIDTH_IN, 6.0), sharex=True)
     for label, (step, loss, accuracy) in curves.items():
         ax_loss.plot(step, loss, label=label)
         if accuracy is not None:
@@ -624,12 +650,13 @@ def plot_learning_curves(
         ax_acc.text(0.5, 0.5, "no held-out accuracy recorded", ha="center", va="center", transform=ax_acc.transAxes)
     if chance is not None:
         ax_loss.axhline(chance, color="grey", linestyle=":", label=f"guessing (log V = {chance:.2f})")
-    ax_loss.set(yscale="log", xlabel=xlabel, ylabel="training loss", title="loss")
+    ax_loss.set(yscale="log", ylabel="training loss", title="loss")
+    ax_loss.tick_params(labelbottom=True)  # the shared step axis, labelled under both panels
     ax_acc.set(xlabel=xlabel, ylabel=accuracy_label, title="accuracy", ylim=(0, 102))
     ax_loss.legend(fontsize="small")
     if ax_acc.get_legend_handles_labels()[0]:
         ax_acc.legend(fontsize="small")
-    fig.suptitle(title)
+    fig.suptitle(wrap_text(title, FIGURE_WIDTH_IN, 12))
     fig.tight_layout()
     return fig
 
@@ -686,7 +713,8 @@ def plot_similarity(
     check_text(title, "title")
     cmap = check_cmap(cmap)
     numbers = ".2f" if N * N <= MAX_ANNOTATED_CELLS else None  # past 32 rows the numbers would not be legible
-    ax = axes_for(ax, (min(2.4 + 0.75 * N, 12.0), min(1.2 + 0.6 * N, 10.0)))
+    cell = min(0.6, (FIGURE_WIDTH_IN - 2.3) / N)  # the labels and the colour bar take about 2.3 inches
+    ax = axes_for(ax, (min(FIGURE_WIDTH_IN - 0.4, 1.9 + cell * N), 1.7 + cell * N))
     low = min(0.0, float(similarity.min()))
     heatmap(ax, similarity, title=title, colorbar="cosine similarity", annotate=numbers, cmap=cmap, vmin=low, vmax=1.0)
     ax.set_xticks(range(N), labels=list(labels), rotation=45, ha="right")
@@ -724,7 +752,8 @@ def plot_head_scores(
     Returns
     -------
     matplotlib.figure.Figure
-        P panels, up to three per row, on one colour scale from 0 to 1, one colour bar.
+        P panels, as many per row as fit a phone's width (one to three, fewer
+        for more heads), on one colour scale from 0 to 1, one colour bar.
 
     Raises
     ------
@@ -760,26 +789,35 @@ def plot_head_scores(
     check_text(title, "title")
     check_text(colorbar_label, "colorbar_label")
     cmap = check_cmap(cmap)
-    ncols = min(P, 3)
+    room = FIGURE_WIDTH_IN - 1.4  # the layer label and ticks on the left, the colour bar on the right
+    least = max(1.0, 0.11 * H)  # a column per head, each wide enough to see
+    ncols = min(P, 3, max(1, int(room // least)))
+    ncols = -(-P // -(-P // ncols))  # as even rows as that many columns allow
     nrows = -(-P // ncols)
-    row_height = 2.3 if L <= 12 else 2.3 + 0.06 * (L - 12)  # a taller grid for a deep model
+    side = room / ncols
+    row_height = 1.8 if L <= 12 else 1.8 + 0.05 * (L - 12)  # a taller grid for a deep model
+    suptitle = wrap_text(title, FIGURE_WIDTH_IN, 12)
     fig, axes = pyplot().subplots(
-        nrows, ncols, figsize=(3.4 * ncols + 1.0, row_height * nrows + 0.5), squeeze=False, layout="constrained"
+        nrows,
+        ncols,
+        figsize=(FIGURE_WIDTH_IN, (row_height + 0.5) * nrows + 0.25 * (suptitle.count("\n") + 1)),
+        squeeze=False,
+        layout="constrained",
     )
     for ax in axes.flat[P:]:
         ax.set_visible(False)
+    head_step = max(1, -(-H // max(2, int(side / 0.22))))  # a label every 0.22 inch at most
     for p, ax in enumerate(axes.flat[:P]):
         ylabel = None if p % ncols else "layer"
-        image = heatmap(
-            ax, scores[p], title=names[p], xlabel="head", ylabel=ylabel, cmap=cmap, vmin=0, vmax=1, aspect="auto"
-        )
-        ax.set_xticks(range(0, H, 1 if H <= 16 else max(1, H // 8)))  # every head, up to 16
-        ax.tick_params(axis="x", labelsize=7 if H > 8 else 9)
+        image = heatmap(ax, scores[p], xlabel="head", ylabel=ylabel, cmap=cmap, vmin=0, vmax=1, aspect="auto")
+        ax.set_title(wrap_text(names[p], side + 0.2, 10), fontsize=10)
+        ax.set_xticks(range(0, H, head_step))
         ax.set_yticks(range(0, L, 1 if L <= 12 else 5))  # every layer, or every fifth: labels must not overlap
+        ax.tick_params(labelsize=SMALLEST_FONT_PT)
         for layer, head in [(mark[1], mark[2]) for mark in marks if mark[0] == p]:
             ax.add_patch(
                 pyplot().Rectangle((head - 0.5, layer - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=1.5)
             )
     fig.colorbar(image, ax=axes.ravel().tolist(), label=colorbar_label, shrink=0.9)
-    fig.suptitle(title)
+    fig.suptitle(suptitle)
     return fig
