@@ -64,6 +64,19 @@ def trimmed_theme_css(classes: set[str]) -> str:
     return _RULE.sub(lambda m: "" if (n := icon_catalog_rule(m.group(0))) and not n & classes else m.group(0), css)
 
 
+def trimmed_theme_css_served(site: Path, classes: set[str]) -> tuple[str, ...]:
+    """The trimmed stylesheet as the site may serve it: as trimmed, or after book/_ext/page_weight.py's purge."""
+    trimmed = trimmed_theme_css(classes)
+    try:
+        sys.path.insert(0, str(TOC.parent / "book" / "_ext"))
+        import page_weight
+    except ImportError:
+        return (trimmed,)
+    finally:
+        sys.path.pop(0)
+    return trimmed, page_weight.purge_css(trimmed, page_weight.site_tokens(site))
+
+
 def site_code_points(site: Path, classes: set[str]) -> set[int]:
     """The private-use code points (icons) that the site's stylesheets can show, given the classes used."""
     sheets = [(THEME_STATIC / "styles" / "pydata-sphinx-theme.css").read_text(encoding="utf-8")]
@@ -93,7 +106,7 @@ def icon_problems(site: Path) -> list[str]:
     classes = icons_used(site)
     problems = []
     served = site / "_static" / "styles" / "pydata-sphinx-theme.css"
-    if served.is_file() and served.read_text(encoding="utf-8") != trimmed_theme_css(classes):
+    if served.is_file() and served.read_text(encoding="utf-8") not in trimmed_theme_css_served(site, classes):
         problems.append(f"_static/styles/pydata-sphinx-theme.css is not the installed theme's, trimmed; {SUBSET_HINT}")
     wanted = site_code_points(site, classes)
     for subset in subsets:
