@@ -8,6 +8,7 @@ the committed outputs and the exercises' layout.
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -155,3 +156,66 @@ def test_only_timing_cells_skip_the_output_comparison(path):
             assert re.search(r"timings? differ", cell.source), (
                 f"cell {cell.execution_count} skips nbval's comparison: only a timing may (say so in a comment)"
             )
+
+
+# ---------------------------------------------------------------- reading on a phone (issue 32)
+
+# The code box shows about 87 characters at 1400 px (measured in tests/test_site.py); on a phone the code wraps
+# (book/_static/course.css). 79 leaves room for the box's padding at every desktop width the theme uses.
+MAX_CODE_COLUMNS = 79
+
+
+def _cells(path: Path) -> list[nbformat.NotebookNode]:
+    import nbformat
+
+    return nbformat.read(path, as_version=4).cells
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_code_lines_fit_the_desktop_code_box(path):
+    for cell in _code_cells(path):
+        if "remove-cell" in cell.metadata.get("tags", []):
+            continue  # not on the site (the Colab install cell)
+        long = [line for line in cell.source.splitlines() if len(line) > MAX_CODE_COLUMNS]
+        assert not long, (
+            f"cell {cell.execution_count}: {len(long)} line(s) over {MAX_CODE_COLUMNS} columns: {long[0]!r}"
+        )
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_collapsed_cells_say_what_they_hide(path):
+    """A collapsed cell's toggle names its content: "Show solution", not the theme's "Show code cell source"."""
+    for cell in _code_cells(path):
+        if "hide-input" not in cell.metadata.get("tags", []):
+            continue
+        prompts = cell.metadata.get("mystnb", {})
+        show, hide = prompts.get("code_prompt_show", ""), prompts.get("code_prompt_hide", "")
+        assert show.startswith("Show ") and hide.startswith("Hide ") and "code cell" not in show, (
+            f"cell {cell.execution_count}: set metadata mystnb.code_prompt_show/hide (got {show!r}, {hide!r})"
+        )
+        if cell.source.startswith("# Solution"):
+            assert (show, hide) == ("Show solution", "Hide solution"), f"cell {cell.execution_count}"
+
+
+# About 150 words a minute of technical reading, rounded up to 5 minutes.
+WORDS_PER_MINUTE = 150
+
+
+def reading_minutes(words: int) -> int:
+    return 5 * math.ceil(words / (5 * WORDS_PER_MINUTE))
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.stem)
+def test_each_chapter_says_how_long_it_takes_and_what_it_needs(path):
+    cells = _cells(path)
+    markdown = [c.source for c in cells if c.cell_type == "markdown"]
+    words = len(re.findall(r"\S+", "\n".join(markdown)))
+    found = re.search(r"^\*\*Time\*\*: about (\d+) minutes\. \*\*You need\*\*: (.+)$", markdown[0], re.MULTILINE)
+    assert found, "the first markdown cell must end with '**Time**: about N minutes. **You need**: ...'"
+    assert int(found.group(1)) == reading_minutes(words), (
+        f"{words} words of text: about {reading_minutes(words)} minutes at {WORDS_PER_MINUTE} words a minute"
+    )
+
+
+def test_reading_minutes_rounds_up_to_five():
+    assert [reading_minutes(w) for w in (1, 750, 751, 3000, 3001)] == [5, 5, 10, 20, 25]

@@ -207,9 +207,11 @@ def vit_forward(
 
     .. math::
 
-        z_0 = [\,x_{cls};\ \operatorname{patchify}(x) W_p + b_p\,] + P, \qquad
-        z_l = \operatorname{block}_l(z_{l-1}), \qquad
-        \text{logits} = \operatorname{LN}(z_L)_{cls}\, W + b.
+        \begin{aligned}
+        z_0 &= [\,x_{cls};\ \operatorname{patchify}(x) W_p + b_p\,] + P, \\
+        z_l &= \operatorname{block}_l(z_{l-1}), \\
+        \text{logits} &= \operatorname{LN}(z_L)_{cls}\, W + b.
+        \end{aligned}
 
     Each block is :func:`~selfattention.encoder_block` with ``norm_first=True``
     and exact GELU, as ``nn.TransformerEncoderLayer(norm_first=True, activation="gelu")``.

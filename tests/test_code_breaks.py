@@ -1,0 +1,46 @@
+"""book/_ext/code_breaks.py: break opportunities in inline code, for phones (issue 32)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
+from code_breaks import add_breaks  # noqa: E402
+
+
+def test_breaks_go_after_underscores_dots_and_slashes_and_at_camel_humps_only():
+    html = '<code class="docutils literal"><span class="pre">torch.nn.functional.scaled_dot_product_attention</span></code>'
+    assert add_breaks(html) == (
+        '<code class="docutils literal"><span class="pre">torch.<wbr>nn.<wbr>functional.<wbr>'
+        "scaled_<wbr>dot_<wbr>product_<wbr>attention</span></code>"
+    )
+    slash = '<span class="pre">nreimers/MiniLM-L6</span>'
+    assert add_breaks(slash) == '<span class="pre">nreimers/<wbr>Mini<wbr>LM-L6</span>'
+    camel = '<span class="pre">nn.TransformerEncoderLayer</span>'
+    assert add_breaks(camel) == '<span class="pre">nn.<wbr>Transformer<wbr>Encoder<wbr>Layer</span>'
+    assert add_breaks('<span class="pre">softmax BLAS</span>') == '<span class="pre">softmax BLAS</span>'
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["__init__", "x.", "a_", "1.5e-3", "softmax", "(B, T, D)", "a.b_c/d", "&lt;a_b&gt;", ""],
+)
+def test_text_is_unchanged_apart_from_the_breaks_and_adding_them_twice_changes_nothing(text):
+    html = f'<p>{text} <span class="pre">{text}</span></p>'
+    once = add_breaks(html)
+    assert once.replace("<wbr>", "") == html
+    assert add_breaks(once) == once
+    assert "<wbr></span>" not in once and "<wbr><wbr>" not in once
+
+
+def test_only_sphinx_literal_spans_are_touched():
+    html = '<pre><span class="n">a_b</span></pre><p>a_b.c</p><span class="prefix">a_b</span>'
+    assert add_breaks(html) == html
+
+
+def test_a_body_that_is_not_text_is_refused():
+    with pytest.raises(ValueError, match="expects the page body as a str, got bytes"):
+        add_breaks(b"<p></p>")
