@@ -18,10 +18,11 @@ def test_breaks_go_after_underscores_dots_and_slashes_and_at_camel_humps_only():
         "scaled_<wbr>dot_<wbr>product_<wbr>attention</span></code>"
     )
     slash = '<span class="pre">nreimers/MiniLM-L6</span>'
-    assert add_breaks(slash) == '<span class="pre">nreimers/<wbr>Mini<wbr>LM-L6</span>'
+    assert add_breaks(slash) == '<span class="pre">nreimers/<wbr>MiniLM-L6</span>'  # a short part keeps its humps
     camel = '<span class="pre">nn.TransformerEncoderLayer</span>'
     assert add_breaks(camel) == '<span class="pre">nn.<wbr>Transformer<wbr>Encoder<wbr>Layer</span>'
-    assert add_breaks('<span class="pre">softmax BLAS</span>') == '<span class="pre">softmax BLAS</span>'
+    for whole in ("softmax BLAS", "ValueError", "LayerNormParams"):  # parts of 16 or fewer
+        assert add_breaks(f'<span class="pre">{whole}</span>') == f'<span class="pre">{whole}</span>'
 
 
 @pytest.mark.parametrize(
