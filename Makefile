@@ -22,10 +22,17 @@ $(STAMP): requirements.txt requirements-nodeps.txt constraints.txt pyproject.tom
 	$(BIN)/python -m pip install --quiet --no-deps -r requirements-nodeps.txt
 	touch $@
 
-install: $(STAMP) ## create .venv and install the pinned requirements (the other targets do it too)
+# MathJax for the build (book/_ext/static_math.py typesets the maths under Node.js), pinned by
+# package-lock.json. --ignore-scripts: no package's install script runs.
+NODE_STAMP := node_modules/.installed
+$(NODE_STAMP): package.json package-lock.json
+	npm ci --ignore-scripts --no-audit --no-fund
+	touch $@
+
+install: $(STAMP) $(NODE_STAMP) ## create .venv and node_modules with the pinned requirements (other targets do it too)
 
 # --all: a full build takes seconds, and an incremental one can keep stale static files.
-site: $(STAMP) ## build the site into _build/html (warnings are errors), shrink its figures, check it loads nothing remote
+site: $(STAMP) $(NODE_STAMP) ## build the site into _build/html (warnings are errors), shrink its figures, check it loads nothing remote
 	$(BIN)/jupyter-book build . -W -n --keep-going --all
 	$(BIN)/python scripts/optimize_images.py _build/html
 	$(BIN)/python scripts/check_site.py _build/html

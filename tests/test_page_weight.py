@@ -2,11 +2,12 @@
 
 - Only search.html loads the search index; every other page renders without
   waiting for it (book/_ext/page_weight.py and its layout.html).
-- MathJax only on pages that have math (the same extension).
+- Code blocks without spans around the tokens drawn in the block's own colour
+  (the same extension); no page loads MathJax (tests/test_static_math.py).
 - The API reference is one page per part of the package, each public name
   documented exactly once, and every page listed in _toc.yml.
-- scripts/optimize_images.py reduces photographs to 256 colours and leaves
-  charts alone.
+- scripts/optimize_images.py reduces photographs and charts to 256 colours,
+  each only while it stays close to the original.
 
 The checks of the built site read _build/html (``make site`` builds it; set
 SITE_HTML to check another build). Without a built site they are skipped with a
@@ -102,24 +103,75 @@ def test_no_page_blocks_its_first_render_on_a_large_script():
             assert size < 50_000, f"{name}: {src} ({size:,} bytes) blocks the first render"
 
 
-# ---------------------------------------------------------------- MathJax
+# ---------------------------------------------------------------- code tokens
+
+_pw_spec = importlib.util.spec_from_file_location("page_weight", ROOT / "book" / "_ext" / "page_weight.py")
+page_weight = importlib.util.module_from_spec(_pw_spec)
+_pw_spec.loader.exec_module(page_weight)
+
+PYGMENTS_CSS = """\
+html[data-theme="light"] .highlight pre { line-height: 125%; }
+html[data-theme="light"] .highlight { background: #fefefe; color: #080808 }
+html[data-theme="light"] .highlight .n { color: #080808 } /* Name */
+html[data-theme="light"] .highlight .o { color: #00622F } /* Operator */
+html[data-theme="light"] .highlight .gs { color: #080808; font-weight: bold } /* Generic.Strong */
+html[data-theme="light"] .highlight .w { color: #080808 } /* Text.Whitespace */
+html[data-theme="light"] .highlight .x { color: #080808 } /* Other */
+html[data-theme="dark"] .highlight { background: #2b2b2b; color: #F8F8F2 }
+html[data-theme="dark"] .highlight .n { color: #f8f8f2 } /* Name */
+html[data-theme="dark"] .highlight .o { color: #ABE338 } /* Operator */
+html[data-theme="dark"] .highlight .gs { color: #F8F8F2; font-weight: bold } /* Generic.Strong */
+html[data-theme="dark"] .highlight .x { color: #DCC6E0 } /* Other */
+"""
 
 
-def test_mathjax_loads_only_on_pages_with_math():
-    with_math = without_math = 0
-    for page in _built_pages():
-        html = page.read_text(encoding="utf-8")
-        name = page.relative_to(SITE).as_posix()
-        has_math = 'class="math' in html
-        loads = any("mathjax" in src for src in _scripts(html))
-        configures = "window.MathJax = " in _head(html)
-        assert loads == has_math, f"{name}: loads MathJax={loads} but has math={has_math}"
-        assert configures == has_math, f"{name}: configures MathJax={configures} but has math={has_math}"
-        with_math += has_math
-        without_math += not has_math
-    # The landing page lists every chapter, and Sphinx used to give it MathJax for theirs.
-    assert with_math >= 15 and without_math >= 4, (with_math, without_math)
-    assert "mathjax" not in _head((SITE / "book" / "intro.html").read_text(encoding="utf-8"))
+def test_plain_token_classes_are_those_drawn_in_the_blocks_own_colour_in_every_theme():
+    # n: the base colour in both themes (case aside); w: in one, inherited in the other. o: coloured;
+    # gs: bold; x: the base colour in light but not in dark.
+    assert page_weight.plain_token_classes(PYGMENTS_CSS) == {"n", "w"}
+    assert page_weight.plain_token_classes("") == set()
+    with pytest.raises(ValueError, match="expected pygments.css as a str, got bytes"):
+        page_weight.plain_token_classes(PYGMENTS_CSS.encode())
+
+
+def _text(fragment: str) -> str:
+    return re.sub(r"<[^>]+>", "", fragment)
+
+
+def test_unwrap_plain_tokens_only_touches_code_blocks_and_keeps_their_text():
+    code = (
+        '<div class="highlight"><pre><span></span><span class="n">x</span><span class="w"> </span>'
+        '<span class="o">=</span><span class="w"> </span><span class="n">np</span><span class="o">.</span>'
+        '<span class="n">ones</span><span class="p">(</span><span class="mi">3</span><span class="p">)</span>\n'
+        "</pre></div>"
+    )
+    widget = '<div class="explorer"><span class="n">3</span></div>'
+    page = f"<p>{widget}</p>{code}"
+    after = page_weight.unwrap_plain_tokens(page, {"n", "p", "w"})
+    assert widget in after  # a span outside a code block keeps its class
+    assert (
+        '<pre><span></span>x <span class="o">=</span> np<span class="o">.</span>ones(<span class="mi">3</span>)'
+        in after
+    )
+    assert _text(after) == _text(page)
+    assert page_weight.unwrap_plain_tokens(page, set()) == page
+    with pytest.raises(ValueError, match="expected a page \\(str\\) and a set of classes, got str and list"):
+        page_weight.unwrap_plain_tokens(page, ["n"])
+
+
+def test_built_code_blocks_carry_no_span_for_a_plain_token():
+    pages = _built_pages()
+    plain = page_weight.plain_token_classes((SITE / "_static" / "pygments.css").read_text(encoding="utf-8"))
+    assert {"n", "p", "w"} <= plain and not {"o", "k", "mi", "s2", "c1"} & plain, plain
+    blocks = 0
+    for page in pages:
+        for block in re.findall(
+            r'<div class="highlight[^"]*"><pre>(.*?)</pre>', page.read_text(encoding="utf-8"), re.S
+        ):
+            blocks += 1
+            left = re.findall(r'<span class="(n|p|w)">', block)
+            assert not left, f"{page.relative_to(SITE)}: {len(left)} plain tokens still wrapped"
+    assert blocks > 500, blocks
 
 
 # ---------------------------------------------------------------- the API reference
@@ -184,21 +236,52 @@ def _photograph(size: int = 160) -> np.ndarray:
     return np.clip(noisy, 0, 255).astype(np.uint8)
 
 
+def _palette_pixels(smaller: bytes, data: bytes) -> np.ndarray:
+    """The pixels of ``smaller``, checked to be a palette PNG of at most 256 colours, under 70% of ``data``."""
+    assert len(smaller) < 0.7 * len(data), (len(smaller), len(data))
+    decoded = Image.open(io.BytesIO(smaller))
+    assert decoded.mode == "P" and optimize_images.colour_count(decoded) <= 256
+    return np.asarray(decoded.convert("RGB"))
+
+
 def test_a_photograph_is_reduced_to_256_colours_and_stays_close():
     pixels = _photograph()
     data = _encode(pixels)
     assert optimize_images.busy_blocks(Image.open(io.BytesIO(data))) >= optimize_images.PHOTO_BLOCKS
-    smaller = optimize_images.photo_optimized(data)
-    assert len(smaller) < 0.7 * len(data), (len(smaller), len(data))
-    decoded = Image.open(io.BytesIO(smaller))
-    assert decoded.mode == "P" and optimize_images.colour_count(decoded) <= 256
-    after = np.asarray(decoded.convert("RGB"))
+    after = _palette_pixels(optimize_images.photo_optimized(data), data)
     assert optimize_images.psnr(pixels, after) >= optimize_images.MIN_PSNR_DB
 
 
-def test_a_chart_and_a_translucent_image_are_left_alone():
+def _chart(size: int = 200) -> np.ndarray:
+    """A chart's pixels: a white page, three flat bars, three anti-aliased curves across them (hundreds of shades)."""
+    pixels = np.full((size, size, 3), 255, np.uint8)
+    for i, colour in enumerate([(31, 119, 180), (255, 127, 14), (44, 160, 44)]):
+        pixels[size // 2 :, 20 + 60 * i : 60 + 60 * i] = colour
+    y, x = np.mgrid[0:size, 0:size].astype(float)
+    for k, colour in enumerate([(214, 39, 40), (148, 103, 189), (23, 190, 207)]):
+        curve = size / 2 + size / 3 * np.sin(x / (13.0 + 7 * k) + k)
+        coverage = np.clip(1.5 - np.abs(y - curve), 0, 1)[..., None]  # 1 on the curve, fading over a pixel
+        pixels = np.round(pixels * (1 - coverage) + np.array(colour) * coverage).astype(np.uint8)
+    return pixels
+
+
+def test_a_chart_is_reduced_to_256_colours_with_its_flat_areas_exact():
+    pixels = _chart()
+    data = _encode(pixels)
+    assert optimize_images.colour_count(Image.fromarray(pixels)) > 256
+    assert optimize_images.busy_blocks(Image.open(io.BytesIO(data))) < optimize_images.PHOTO_BLOCKS
+    assert optimize_images.photo_optimized(data) is data  # not a photograph
+    smaller = optimize_images.chart_optimized(data)
+    after = _palette_pixels(smaller, data)
+    assert optimize_images.psnr(pixels, after) >= optimize_images.MIN_CHART_PSNR_DB
+    assert optimize_images.flat_error(pixels, after) <= optimize_images.MAX_FLAT_ERROR
+    assert optimize_images.chart_optimized(smaller) is smaller  # a palette image: nothing more to do
+
+
+def test_a_chart_whose_flat_colours_a_palette_cannot_hold_and_a_translucent_image_are_left_alone():
     # A heatmap of 64 x 64 flat cells, 4 px each: 4,096 colours, more than a photograph's palette, but every
-    # 16 x 16 block holds only 16 of them, as a chart's flat areas, lines and text do.
+    # 16 x 16 block holds only 16 of them, as a chart's flat areas, lines and text do. 256 colours would move
+    # most cells' colours, and with them the values they show.
     rng = np.random.default_rng(2)
     cells = rng.permutation(np.arange(4096)).reshape(64, 64)
     colours = np.stack([cells // 256 * 16, cells // 16 % 16 * 16, cells % 16 * 16], axis=-1).astype(np.uint8)
@@ -207,9 +290,24 @@ def test_a_chart_and_a_translucent_image_are_left_alone():
     assert optimize_images.busy_blocks(Image.fromarray(chart)) == 0.0
     data = _encode(chart)
     assert optimize_images.photo_optimized(data) is data
+    assert optimize_images.chart_optimized(data) is data
     translucent = np.dstack([_photograph(), np.full((160, 160), 128, np.uint8)])
     data = _encode(translucent)
     assert optimize_images.photo_optimized(data) is data
+    assert optimize_images.chart_optimized(data) is data
+
+
+def test_flat_error_counts_only_pixels_inside_flat_areas():
+    before = np.zeros((6, 6, 3), np.uint8)
+    before[:, 3:] = 200  # two flat halves, with an edge between columns 2 and 3
+    after = before.copy()
+    after[2, 2, 0] += 50  # on the edge: its 3 x 3 neighbourhood holds two colours
+    assert optimize_images.flat_error(before, after) == 0
+    after[2, 1, 1] += 7  # inside the left half
+    assert optimize_images.flat_error(before, after) == 7
+    assert optimize_images.flat_error(before[:2], after[:2]) == 0  # too small to have an inside
+    with pytest.raises(ValueError, match=r"two RGB images \(H, W, 3\) of one shape, got \(6, 6, 3\) and \(6, 5, 3\)"):
+        optimize_images.flat_error(before, after[:, :5])
 
 
 def test_busy_blocks_counts_blocks_with_many_colours_and_refuses_a_zero_block():

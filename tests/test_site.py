@@ -2,7 +2,8 @@
 
 Serves _build/html on 127.0.0.1 and, for every page in _toc.yml, checks that
 it loads with no console errors, that every image loaded and has alt text,
-that math is typeset by the site's own MathJax, and that the page requested
+that its math arrived typeset (book/_ext/static_math.py runs MathJax when the
+site is built) and draws in MathJax's fonts, and that the page requested
 nothing from any other host. Saves a screenshot of each page under
 _build/screenshots/. Also checks the search page and a phone-width viewport.
 
@@ -46,8 +47,9 @@ CHAPTERS = sorted(path.stem for path in (SITE / "chapters").glob("*.html"))
 # must transfer less than this. Issue 12 took a chapter page from 4.0 MB to 1.7-2.5 MB
 # (fontawesome.js and MathJax's combined tex-chtml.js); issue 32 to 1.37-1.75 MB
 # (the search index only on search.html, the theme's unused CSS rules dropped, chapter 6's
-# photographs in 256 colours). About 810 kB of what is left is MathJax, on every page with math.
-PAGE_WEIGHT_LIMIT = 1_900_000
+# photographs in 256 colours), then to 0.64-0.90 MB: the maths typeset at build time instead of
+# by 810 kB of MathJax in the browser, charts in 256 colours, plain code tokens without spans.
+PAGE_WEIGHT_LIMIT = 1_000_000
 # The chapters with an interactive figure (the WIDGETS table below says which kind).
 WIDGET_CHAPTERS = ("01_word_vectors", "07_cost", "09_decoding", "13_pretrained", "14_llm")
 
@@ -108,11 +110,10 @@ def _open(driver, url: str) -> None:
     driver.get_log("browser")  # drop anything left from the previous page
     driver.get_log("performance")
     driver.get(url)
-    # Wait for MathJax, if the page loads it, to finish typesetting.
+    # Wait for the load event and the fonts (MathJax's among them: the maths arrive typeset).
     driver.execute_async_script(
         "const done = arguments[arguments.length - 1];"
-        "const wait = () => (window.MathJax && MathJax.startup && MathJax.startup.promise)"
-        "  ? MathJax.startup.promise.then(() => done(true)) : done(false);"
+        "const wait = () => document.fonts.ready.then(() => done(true));"
         "if (document.readyState === 'complete') wait(); else window.addEventListener('load', wait);"
     )
 
@@ -152,6 +153,18 @@ def test_page_loads_cleanly_and_offline(browser, site_url, page):
             "return Array.from(document.querySelectorAll('.math')).filter(e => !e.querySelector('mjx-container')).length;"
         )
         assert typeset > 0 and untypeset == 0, f"{page}: {untypeset} math elements were not typeset by MathJax"
+        assert browser.execute_script("return typeof window.MathJax;") == "undefined", f"{page}: MathJax loaded"
+        # Every glyph is drawn in one of MathJax's fonts, and each font the page asked for loaded.
+        glyphs = browser.execute_script(
+            "return Array.from(document.querySelectorAll('mjx-c')).filter(c => getComputedStyle(c, '::before').content"
+            "  !== 'none').map(c => getComputedStyle(c).fontFamily);"
+        )
+        assert glyphs and all(family.startswith("MJX") for family in glyphs), f"{page}: {set(glyphs)}"
+        faces = browser.execute_script(
+            "return Array.from(document.fonts).filter(f => f.family.startsWith('MJX')).map(f => [f.family, f.status]);"
+        )
+        assert any(status == "loaded" for _, status in faces), f"{page}: no MathJax font loaded: {faces}"
+        assert all(status != "error" for _, status in faces), f"{page}: a MathJax font failed: {faces}"
         assert "$$" not in browser.execute_script("return document.querySelector('main').innerText;"), (
             f"{page}: raw $$ math"
         )
@@ -356,7 +369,7 @@ def test_chapter_page_weight_math_and_icons(browser, site_url, chapter):
     """A chapter page, from an empty cache, transfers under PAGE_WEIGHT_LIMIT bytes.
 
     Counted with the Resource Timing API: the page's navigation entry plus every
-    resource entry, once MathJax has typeset and the fonts have loaded. Also checks
+    resource entry, once the fonts have loaded. Also checks
     that math is typeset and that the Font Awesome icons are drawn by their fonts.
     """
     assert CHAPTERS, "no chapters/*.html in the built site"

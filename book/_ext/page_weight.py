@@ -1,6 +1,6 @@
 """Keep what every page loads to what that page uses (issue 32: page weight).
 
-Two things the themes and Sphinx add to pages that do not need them:
+One thing the theme adds to pages that do not need it:
 
 - The search index. pydata-sphinx-theme loads ``searchindex.js`` (over 200 kB),
   ``searchtools.js`` and ``language_data.js`` synchronously in the head of every
@@ -9,12 +9,11 @@ Two things the themes and Sphinx add to pages that do not need them:
   page but ``search.html``, where the search runs (the search field on every
   page submits to it). With the theme's ``search_as_you_type`` switched on, the
   template keeps them.
-- MathJax. Sphinx adds MathJax to a page whose own text has no math when a page
-  it lists in a toctree has some: the landing page, which lists every chapter,
-  loaded about 800 kB of MathJax for no equation. Here MathJax is added only to
-  pages that have math themselves.
 
-And one thing every page loads that is mostly unused: the stylesheets. The
+(MathJax, which Sphinx also added to pages without maths, is no longer loaded at all:
+``static_math.py`` typesets the maths when the site is built.)
+
+One thing every page loads that is mostly unused: the stylesheets. The
 theme's stylesheet bundles all of Bootstrap (311 kB), sphinx-design's every
 component; a page uses a small part of each. After the build, each stylesheet
 matched by ``page_weight_purge_css`` loses the rules whose selectors name a
@@ -22,6 +21,17 @@ class that appears nowhere in the site: in no built page's ``class``
 attributes, in no inline script, in no JavaScript file the site ships (so a
 class that a script adds, such as Bootstrap's ``show``, stays). Rules that name
 no class, ``@font-face`` and ``@keyframes`` rules are kept as they are.
+
+One thing the code blocks carry that changes nothing on screen. Pygments wraps
+every token of a code cell in a ``<span class="...">``; a name, a punctuation mark
+or a space gets one too, though the site's Pygments style gives those classes
+(``n``, ``p``, ``w`` and three rarer ones) exactly the code block's own text colour,
+in both themes.
+Those spans were a fifth of a chapter page's HTML (30-96 kB a chapter). After the
+build, :func:`plain_token_classes` reads the built ``pygments.css`` for the classes
+whose only declaration, in every theme, is that colour, and
+:func:`unwrap_plain_tokens` leaves their tokens as bare text inside the code
+blocks (``div.highlight pre``), nowhere else.
 
 Enabled in ``_config.yml``: ``page_weight: book/_ext`` under ``sphinx: local_extensions`` (puts
 this folder on the path) and ``page_weight`` in ``sphinx: config: extensions`` (that list replaces
@@ -43,32 +53,6 @@ def _add_templates(app: Any, config: Any) -> None:
     path = str(TEMPLATES)
     if path not in config.templates_path:
         config.templates_path.insert(0, path)
-
-
-def _is_mathjax(script: Any, mathjax_path: str) -> bool:
-    """Whether a page's script is MathJax itself or the ``window.MathJax`` configuration Sphinx writes before it."""
-    filename = str(getattr(script, "filename", script) or "")
-    body = (getattr(script, "attributes", None) or {}).get("body", "")
-    # The builder stores a local file's name under _static/ (sphinx.builders.html add_js_file).
-    return filename in (mathjax_path, f"_static/{mathjax_path}") or body.startswith("window.MathJax = ")
-
-
-def drop_mathjax_without_math(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
-    """Remove MathJax from a page whose own document holds no math.
-
-    Runs after ``sphinx.ext.mathjax`` (priority 500) has added it. ``has_equations``
-    is read for the page alone: the domain's public ``has_equations(pagename)`` also
-    counts every document the page's toctree lists.
-    """
-    if app.builder.format != "html" or getattr(app.builder, "math_renderer_name", None) != "mathjax":
-        return
-    own = app.env.get_domain("math").data["has_equations"]
-    if own.get(pagename, False):
-        return
-    scripts = context.get("script_files")
-    if not isinstance(scripts, list):
-        return
-    scripts[:] = [script for script in scripts if not _is_mathjax(script, app.config.mathjax_path)]
 
 
 # Stylesheets in _static to purge (glob patterns). The site's own course.css is not listed: all of it is used.
@@ -164,9 +148,78 @@ def purge_stylesheets(app: Any, exception: Exception | None) -> None:
             print(f"page_weight: {path.relative_to(outdir)}: {len(before):,} -> {len(after):,} bytes")
 
 
+# pygments.css as Sphinx writes it for a theme with light and dark styles: one rule per line, each
+# optionally scoped to a theme, e.g. `html[data-theme="dark"] .highlight .n { color: #F8F8F2 } /* Name */`.
+_PYGMENTS_RULE = re.compile(r'^(html\[data-theme="(\w+)"\] )?\.highlight(?: \.([\w-]+))? \{([^{}]*)\}', re.M)
+
+
+def _declarations(body: str) -> dict[str, str]:
+    pairs = (part.split(":", 1) for part in body.split(";") if part.strip())
+    return {name.strip().lower(): value.strip().lower() for name, value in pairs}
+
+
+def plain_token_classes(pygments_css: str) -> set[str]:
+    """The Pygments token classes styled, in every theme, with only the code block's own text colour."""
+    if not isinstance(pygments_css, str):
+        raise ValueError(f"plain_token_classes: expected pygments.css as a str, got {type(pygments_css).__name__}")
+    base: dict[str | None, str] = {}
+    tokens: dict[str, dict[str | None, dict[str, str]]] = {}
+    for match in _PYGMENTS_RULE.finditer(pygments_css):
+        theme, token, declarations = match.group(2), match.group(3), _declarations(match.group(4))
+        if token is None:
+            if "color" in declarations:
+                base[theme] = declarations["color"]
+        else:
+            tokens.setdefault(token, {})[theme] = declarations
+    if not base:
+        return set()
+    return {
+        token
+        for token, styles in tokens.items()
+        if set(styles) <= set(base)
+        and all(styles.get(theme, {"color": colour}) == {"color": colour} for theme, colour in base.items())
+    }
+
+
+_CODE_BLOCK = re.compile(r'(<div class="highlight[^"]*"><pre>)(.*?)(</pre>)', re.S)
+
+
+def unwrap_plain_tokens(page: str, classes: set[str]) -> str:
+    """``page`` with the spans of the ``classes`` tokens inside its code blocks replaced by their text."""
+    if not isinstance(page, str) or not isinstance(classes, (set, frozenset)):
+        raise ValueError(
+            f"unwrap_plain_tokens: expected a page (str) and a set of classes, got "
+            f"{type(page).__name__} and {type(classes).__name__}"
+        )
+    if not classes:
+        return page
+    names = "|".join(sorted(re.escape(name) for name in classes))
+    span = re.compile(rf'<span class="(?:{names})">([^<]*)</span>')
+    return _CODE_BLOCK.sub(lambda m: m.group(1) + span.sub(r"\1", m.group(2)) + m.group(3), page)
+
+
+def unwrap_code_tokens(app: Any, exception: Exception | None) -> None:
+    """After a successful HTML build, unwrap the plain tokens of every page's code blocks."""
+    if exception is not None or app.builder.format != "html":
+        return
+    outdir = Path(app.outdir)
+    css = outdir / "_static" / "pygments.css"
+    if not css.is_file():
+        return
+    classes = plain_token_classes(css.read_text(encoding="utf-8"))
+    saved = 0
+    for path in sorted(outdir.rglob("*.html")):
+        before = path.read_text(encoding="utf-8")
+        after = unwrap_plain_tokens(before, classes)
+        if after != before:
+            path.write_text(after, encoding="utf-8")
+            saved += len(before.encode()) - len(after.encode())
+    print(f"page_weight: code tokens of classes {sorted(classes)} unwrapped, {saved:,} bytes saved")
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.add_config_value("page_weight_purge_css", PURGE_CSS, "html", types=[list])
     app.connect("config-inited", _add_templates)
-    app.connect("html-page-context", drop_mathjax_without_math, priority=600)
     app.connect("build-finished", purge_stylesheets)
+    app.connect("build-finished", unwrap_code_tokens, priority=600)
     return {"version": "1.0", "parallel_read_safe": True, "parallel_write_safe": True}
