@@ -1,4 +1,4 @@
-"""book/_ext/code_breaks.py: break opportunities in inline code, for phones (issue 32)."""
+"""book/_ext/code_breaks.py: break opportunities in inline code, and none inside hyphenated heading words (issue 32)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "book" / "_ext"))
-from code_breaks import add_breaks  # noqa: E402
+from code_breaks import add_breaks, keep_hyphenated_words  # noqa: E402
 
 
 def test_breaks_go_after_underscores_dots_and_slashes_and_at_camel_humps_only():
@@ -45,3 +45,19 @@ def test_only_sphinx_literal_spans_are_touched():
 def test_a_body_that_is_not_text_is_refused():
     with pytest.raises(ValueError, match="expects the page body as a str, got bytes"):
         add_breaks(b"<p></p>")
+
+
+def test_hyphenated_words_in_headings_stay_whole_and_nothing_else_changes():
+    heading = (
+        '<h1><span class="section-number">13. </span>A real pretrained transformer: all-MiniLM-L6-v2 in NumPy'
+        '<a class="headerlink" href="#a-real-pretrained-transformer" title="Link to this heading">#</a></h1>'
+    )
+    body = f'{heading}\n<p>all-MiniLM-L6-v2 in a paragraph</p>\n<h3>Without <span class="math notranslate">\\(d_k-1\\)</span> x-y</h3>'
+    after = keep_hyphenated_words(body)
+    assert 'transformer: <span class="nobreak">all-MiniLM-L6-v2</span> in NumPy<a class="headerlink"' in after
+    assert 'href="#a-real-pretrained-transformer"' in after  # attributes are not text
+    assert "<p>all-MiniLM-L6-v2 in a paragraph</p>" in after  # only headings
+    assert '\\(d_k-1\\)</span> <span class="nobreak">x-y</span></h3>' in after  # TeX is left to MathJax
+    assert keep_hyphenated_words(after) == after
+    with pytest.raises(ValueError, match="expects the page body as a str, got bytes"):
+        keep_hyphenated_words(body.encode())

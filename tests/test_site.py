@@ -287,6 +287,16 @@ def test_the_scroll_check_sees_a_long_line_and_its_cue(browser, site_url):
     assert [(b["kind"], b["cue"]) for b in without] == [("chapter code", False)], without
 
 
+def _on_a_phone(browser, url: str, script: str):
+    """What ``script`` returns on ``url`` opened at 390 px; the window is put back to 1280 px after."""
+    browser.set_window_size(390, 900)
+    try:
+        _open(browser, url)
+        return browser.execute_script(script)
+    finally:
+        browser.set_window_size(1280, 900)
+
+
 @pytest.mark.parametrize("page", [page for page in PAGES if page.startswith("chapters/")])
 def test_inline_code_breaks_only_between_its_parts(browser, site_url, page):
     """On a phone, inline code wraps after "_", ".", "/" or "-", or at a camel hump, never inside a word.
@@ -294,29 +304,36 @@ def test_inline_code_breaks_only_between_its_parts(browser, site_url, page):
     book/_ext/code_breaks.py puts <wbr> after "_", "." and "/" and at camel humps; those split the text nodes,
     so only breaks inside one text node are examined here.
     """
-    browser.set_window_size(390, 900)
-    try:
-        _open(browser, f"{site_url}/{page}.html")
-        broken = browser.execute_script(
-            "const found = [];"
-            "for (const code of document.querySelectorAll('main code.literal')) {"
-            "  const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);"
-            "  for (let node = walker.nextNode(); node; node = walker.nextNode()) {"
-            "    for (let i = 1; i < node.length; i++) {"
-            "      const range = document.createRange(); range.setStart(node, i - 1); range.setEnd(node, i);"
-            "      const before = range.getClientRects(); range.setStart(node, i); range.setEnd(node, i + 1);"
-            "      const after = range.getClientRects();"
-            "      if (before.length && after.length && after[0].top > before[0].top + 2"
-            "          && !/[-_./\\s]/.test(node.data[i - 1]) && /\\w/.test(node.data[i]))"
-            "        found.push(node.data.slice(0, i) + '|' + node.data.slice(i));"
-            "    }"
-            "  }"
-            "}"
-            "return found;"
-        )
-    finally:
-        browser.set_window_size(1280, 900)
+    broken = _on_a_phone(
+        browser,
+        f"{site_url}/{page}.html",
+        "const found = [];"
+        "for (const code of document.querySelectorAll('main code.literal')) {"
+        "  const walker = document.createTreeWalker(code, NodeFilter.SHOW_TEXT);"
+        "  for (let node = walker.nextNode(); node; node = walker.nextNode()) {"
+        "    for (let i = 1; i < node.length; i++) {"
+        "      const range = document.createRange(); range.setStart(node, i - 1); range.setEnd(node, i);"
+        "      const before = range.getClientRects(); range.setStart(node, i); range.setEnd(node, i + 1);"
+        "      const after = range.getClientRects();"
+        "      if (before.length && after.length && after[0].top > before[0].top + 2"
+        "          && !/[-_./\\s]/.test(node.data[i - 1]) && /\\w/.test(node.data[i]))"
+        "        found.push(node.data.slice(0, i) + '|' + node.data.slice(i));"
+        "    }"
+        "  }"
+        "}"
+        "return found;",
+    )
     assert broken == [], f"{page}: inline code broken inside a word on a phone: {broken[:5]}"
+
+    # And a hyphenated name in a heading (all-MiniLM-L6-v2) is not broken at its hyphens.
+    if 'class="nobreak"' in (SITE / f"{page}.html").read_text(encoding="utf-8"):
+        lines = _on_a_phone(
+            browser,
+            f"{site_url}/{page}.html",
+            "return Array.from(document.querySelectorAll('main :is(h1, h2, h3) .nobreak'))"
+            "  .map(e => [e.textContent, e.getClientRects().length]);",
+        )
+        assert lines and all(count == 1 for _, count in lines), f"{page}: a heading's name broken: {lines}"
 
 
 @pytest.mark.parametrize("page", [page for page in PAGES if page in {f"chapters/{n}" for n in WIDGET_CHAPTERS}])

@@ -8,6 +8,11 @@ extension puts a ``<wbr>`` (a break opportunity that adds no character when copi
 letter (``TransformerEncoder<wbr>Layer``, too long for a phone's line on its own), inside every
 ``<span class="pre">`` (Sphinx uses that class for nothing else; Pygments' code blocks do not), in
 every page's body, when the page is written. book/_static/course.css lets those spans wrap.
+
+Headings the other way round: a hyphenated name in a heading ("all-MiniLM-L6-v2", "SmolLM2-135M")
+broke at a hyphen on a phone, leaving "v2" alone on the next line. :func:`keep_hyphenated_words` wraps
+each hyphenated word of a heading's text in ``<span class="nobreak">``, which course.css keeps on
+one line.
 """
 
 from __future__ import annotations
@@ -37,9 +42,35 @@ def add_breaks(html: str) -> str:
     return _PRE.sub(lambda m: m.group(1) + _with_breaks(m.group(2)) + m.group(3), html)
 
 
+_HEADING = re.compile(r"(<h[1-6]\b[^>]*>)(.*?)(</h[1-6]>)", re.S)
+_TAG_OR_TEXT = re.compile(r"(<[^>]*>)|([^<]+)")
+_HYPHENATED = re.compile(r"(?<![\w-])\w[\w.]*(?:-\w[\w.]*)+")
+
+
+def _keep_in_heading(inner: str) -> str:
+    out, skip = [], False
+    for match in _TAG_OR_TEXT.finditer(inner):
+        tag, text = match.group(1), match.group(2)
+        if tag:
+            # Text right after a nobreak span (already wrapped) or a math span (TeX, typeset later) stays.
+            skip = tag == '<span class="nobreak">' or tag.startswith('<span class="math')
+            out.append(tag)
+        else:
+            out.append(text if skip else _HYPHENATED.sub(r'<span class="nobreak">\g<0></span>', text))
+    return "".join(out)
+
+
+def keep_hyphenated_words(html: str) -> str:
+    """``html`` with each hyphenated word in the text of its headings wrapped in ``<span class="nobreak">``;
+    idempotent, and TeX in a heading is left alone."""
+    if not isinstance(html, str):
+        raise ValueError(f"keep_hyphenated_words expects the page body as a str, got {type(html).__name__}")
+    return _HEADING.sub(lambda m: m.group(1) + _keep_in_heading(m.group(2)) + m.group(3), html)
+
+
 def _page_context(app, pagename, templatename, context, doctree) -> None:
     if "body" in context:
-        context["body"] = add_breaks(context["body"])
+        context["body"] = keep_hyphenated_words(add_breaks(context["body"]))
 
 
 def setup(app):
