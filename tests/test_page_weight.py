@@ -6,8 +6,8 @@
   (the same extension); no page loads MathJax (tests/test_static_math.py).
 - The API reference is one page per part of the package, each public name
   documented exactly once, and every page listed in _toc.yml.
-- scripts/optimize_images.py reduces photographs and charts to 256 colours,
-  each only while it stays close to the original.
+- scripts/optimize_images.py reduces photographs to 256 colours while they stay
+  close to the original, then stores every figure as lossless WebP.
 
 The checks of the built site read _build/html (``make site`` builds it; set
 SITE_HTML to check another build). Without a built site they are skipped with a
@@ -265,23 +265,23 @@ def _chart(size: int = 200) -> np.ndarray:
     return pixels
 
 
-def test_a_chart_is_reduced_to_256_colours_with_its_flat_areas_exact():
+def test_a_chart_becomes_a_smaller_lossless_webp_with_every_pixel_kept():
     pixels = _chart()
     data = _encode(pixels)
     assert optimize_images.colour_count(Image.fromarray(pixels)) > 256
-    assert optimize_images.busy_blocks(Image.open(io.BytesIO(data))) < optimize_images.PHOTO_BLOCKS
-    assert optimize_images.photo_optimized(data) is data  # not a photograph
-    smaller = optimize_images.chart_optimized(data)
-    after = _palette_pixels(smaller, data)
-    assert optimize_images.psnr(pixels, after) >= optimize_images.MIN_CHART_PSNR_DB
-    assert optimize_images.flat_error(pixels, after) <= optimize_images.MAX_FLAT_ERROR
-    assert optimize_images.chart_optimized(smaller) is smaller  # a palette image: nothing more to do
+    assert optimize_images.photo_optimized(data) is data  # not a photograph: its colours stay
+    webp = optimize_images.webp_lossless(data)
+    assert webp[:4] == b"RIFF" and webp[8:12] == b"WEBP" and len(webp) < 0.7 * len(data), len(webp)
+    assert np.array_equal(np.asarray(Image.open(io.BytesIO(webp)).convert("RGB")), pixels)
+    # A 256-colour photograph is kept as it is, every pixel, too.
+    photo = optimize_images.photo_optimized(_encode(_photograph()))
+    decoded = Image.open(io.BytesIO(optimize_images.webp_lossless(photo)))
+    assert np.array_equal(np.asarray(decoded.convert("RGB")), np.asarray(Image.open(io.BytesIO(photo)).convert("RGB")))
 
 
-def test_a_chart_whose_flat_colours_a_palette_cannot_hold_and_a_translucent_image_are_left_alone():
+def test_a_chart_and_translucent_images_keep_their_colours_and_stay_png():
     # A heatmap of 64 x 64 flat cells, 4 px each: 4,096 colours, more than a photograph's palette, but every
-    # 16 x 16 block holds only 16 of them, as a chart's flat areas, lines and text do. 256 colours would move
-    # most cells' colours, and with them the values they show.
+    # 16 x 16 block holds only 16 of them, as a chart's flat areas, lines and text do.
     rng = np.random.default_rng(2)
     cells = rng.permutation(np.arange(4096)).reshape(64, 64)
     colours = np.stack([cells // 256 * 16, cells // 16 % 16 * 16, cells % 16 * 16], axis=-1).astype(np.uint8)
@@ -290,24 +290,52 @@ def test_a_chart_whose_flat_colours_a_palette_cannot_hold_and_a_translucent_imag
     assert optimize_images.busy_blocks(Image.fromarray(chart)) == 0.0
     data = _encode(chart)
     assert optimize_images.photo_optimized(data) is data
-    assert optimize_images.chart_optimized(data) is data
-    translucent = np.dstack([_photograph(), np.full((160, 160), 128, np.uint8)])
-    data = _encode(translucent)
-    assert optimize_images.photo_optimized(data) is data
-    assert optimize_images.chart_optimized(data) is data
+    translucent = _encode(np.dstack([_photograph(), np.full((160, 160), 128, np.uint8)]))
+    assert optimize_images.photo_optimized(translucent) is translucent
+    assert optimize_images.webp_lossless(translucent) is None
+    # An RGB PNG with a transparent colour (a tRNS chunk, as oxipng writes): not opaque, so left alone.
+    buffer = io.BytesIO()
+    Image.fromarray(_photograph()).save(buffer, "PNG", transparency=(255, 255, 255))
+    keyed = buffer.getvalue()
+    assert optimize_images.photo_optimized(keyed) is keyed and optimize_images.webp_lossless(keyed) is None
 
 
-def test_flat_error_counts_only_pixels_inside_flat_areas():
-    before = np.zeros((6, 6, 3), np.uint8)
-    before[:, 3:] = 200  # two flat halves, with an edge between columns 2 and 3
-    after = before.copy()
-    after[2, 2, 0] += 50  # on the edge: its 3 x 3 neighbourhood holds two colours
-    assert optimize_images.flat_error(before, after) == 0
-    after[2, 1, 1] += 7  # inside the left half
-    assert optimize_images.flat_error(before, after) == 7
-    assert optimize_images.flat_error(before[:2], after[:2]) == 0  # too small to have an inside
-    with pytest.raises(ValueError, match=r"two RGB images \(H, W, 3\) of one shape, got \(6, 6, 3\) and \(6, 5, 3\)"):
-        optimize_images.flat_error(before, after[:, :5])
+def test_point_pages_at_renames_every_reference_and_nothing_else(tmp_path):
+    page = tmp_path / "chapters" / "one.html"
+    page.parent.mkdir()
+    page.write_text(
+        '<a href="../_images/ab.png"><img src="../_images/ab.png" alt="x"></a> _images/ab.png.txt '
+        '<img src="../_images/cd.png"> <style>u{b:url(../_images/ab.png)}</style>',
+        encoding="utf-8",
+    )
+    assert optimize_images.point_pages_at(tmp_path, {"ab.png": "ab.webp"}) == 3
+    assert page.read_text(encoding="utf-8") == (
+        '<a href="../_images/ab.webp"><img src="../_images/ab.webp" alt="x"></a> _images/ab.png.txt '
+        '<img src="../_images/cd.png"> <style>u{b:url(../_images/ab.webp)}</style>'
+    )
+    assert optimize_images.point_pages_at(tmp_path, {}) == 0
+
+
+def test_the_image_helpers_refuse_what_is_not_an_image():
+    with pytest.raises(ValueError, match="optimized: expected the bytes of a PNG file, got 9 bytes it cannot read"):
+        optimize_images.optimized(b"not a png")
+    with pytest.raises(ValueError, match="webp_lossless: expected the bytes of a PNG file, got str"):
+        optimize_images.webp_lossless("figure.png")
+    with pytest.raises(ValueError, match="busy_blocks: expected a PIL image, got ndarray"):
+        optimize_images.busy_blocks(_photograph())
+    with pytest.raises(ValueError, match="psnr needs two uint8 arrays, got float64 and uint8"):
+        optimize_images.psnr(_photograph().astype(float), _photograph())
+
+
+def test_built_figures_are_lossless_webp_and_every_one_a_page_names_exists():
+    pages = _built_pages()
+    names = set()
+    for page in pages:
+        for src in re.findall(r'(?:src|href)="([^"]*_images/[^"]+)"', page.read_text(encoding="utf-8")):
+            names.add(src.rsplit("/", 1)[-1])
+            assert (page.parent / src).resolve().is_file(), f"{page.relative_to(SITE)}: {src} is missing"
+    figures = [name for name in names if name.endswith((".png", ".webp"))]
+    assert len(figures) > 40 and all(name.endswith(".webp") for name in figures), sorted(figures)[:5]
 
 
 def test_busy_blocks_counts_blocks_with_many_colours_and_refuses_a_zero_block():

@@ -47,8 +47,8 @@ CHAPTERS = sorted(path.stem for path in (SITE / "chapters").glob("*.html"))
 # must transfer less than this. Issue 12 took a chapter page from 4.0 MB to 1.7-2.5 MB
 # (fontawesome.js and MathJax's combined tex-chtml.js); issue 32 to 1.37-1.75 MB
 # (the search index only on search.html, the theme's unused CSS rules dropped, chapter 6's
-# photographs in 256 colours), then to 0.64-0.90 MB: the maths typeset at build time instead of
-# by 810 kB of MathJax in the browser, charts in 256 colours, plain code tokens without spans.
+# photographs in 256 colours), then to 0.64-0.89 MB: the maths typeset at build time instead of
+# by 810 kB of MathJax in the browser, figures as lossless WebP, plain code tokens without spans.
 PAGE_WEIGHT_LIMIT = 1_000_000
 # The chapters with an interactive figure (the WIDGETS table below says which kind).
 WIDGET_CHAPTERS = ("01_word_vectors", "07_cost", "09_decoding", "13_pretrained", "14_llm")
