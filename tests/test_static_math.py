@@ -69,19 +69,57 @@ def test_find_math_reads_sphinx_markup_in_order_and_unescapes_it():
 
 
 def test_replace_math_puts_markup_inside_each_element_and_keeps_the_equation_number():
-    page = static_math.replace_math(PAGE, ["<i>A</i>", "<i>B</i>", "<i>C</i>"])
-    assert '<span class="math notranslate nohighlight"><i>A</i></span>' in page
-    assert '<span class="math notranslate nohighlight"><i>B</i></span>' in page
-    assert '<span class="eqno">(1.1)<a class="headerlink" href="#equation-one">#</a></span><i>C</i></div>' in page
+    page = static_math.replace_math(
+        PAGE,
+        ["<mjx-container>A</mjx-container>", "<mjx-container>B</mjx-container>", "<mjx-container>C</mjx-container>"],
+    )
+    assert '<span class="math notranslate nohighlight"><mjx-container>A</mjx-container></span>' in page
+    assert '<span class="math notranslate nohighlight"><mjx-container>B</mjx-container></span>' in page
+    assert (
+        '<span class="eqno">(1.1)<a class="headerlink" href="#equation-one">#</a></span><mjx-container>C</mjx-container></div>'
+        in page
+    )
     assert static_math.find_math(page) == []
     assert "<pre>\\(not math\\)</pre>" in page  # TeX outside a math element is not Sphinx's: left alone
 
 
+# Math elements whose class list has "math" after other classes, or whose TeX has no delimiters, as
+# docutils, myst and myst-nb write them: a {math} directive with :class:, a numbered display whose eqno
+# follows a line break, a :nowrap: display, myst's amsmath block, a notebook's text/latex output.
+OTHER_FORMS = (
+    '<div class="boxed math notranslate nohighlight">\\[a+b\\]</div>\n'
+    '<div class="math notranslate nohighlight" id="equation-x">\n<span class="eqno">(1)<a class="headerlink" '
+    'href="#equation-x">#</a></span>\\[x\\]</div>\n'
+    '<div class="math notranslate nohighlight">\\begin{eqnarray}a &amp;=&amp; b\\end{eqnarray}</div>\n'
+    '<div class="amsmath math notranslate nohighlight" id="eq-1">\n<span class="eqno">(2)</span>'
+    "\\[\\begin{align}c &amp;= d\\end{align}\\]</div>\n"
+    '<div class="output text_latex math notranslate nohighlight">$$\\frac{x}{2}$$</div>\n'
+    '<div class="mathematics">not a math element</div>'
+)
+
+
+def test_every_form_of_math_element_is_found_and_replaced():
+    assert static_math.find_math(OTHER_FORMS) == [
+        ("a+b", True),
+        ("x", True),
+        ("\\begin{eqnarray}a &=& b\\end{eqnarray}", True),
+        ("\\begin{align}c &= d\\end{align}", True),
+        ("\\frac{x}{2}", True),
+    ]
+    assert len(static_math.left_as_tex(OTHER_FORMS)) == 5
+    page = static_math.replace_math(OTHER_FORMS, [f"<mjx-container>{i}</mjx-container>" for i in range(5)])
+    assert static_math.left_as_tex(page) == [] and static_math.find_math(page) == []
+    assert '<span class="eqno">(1)<a class="headerlink" href="#equation-x">#</a></span><mjx-container>1' in page
+    assert '<div class="mathematics">not a math element</div>' in page
+
+
 def test_replace_math_and_find_math_refuse_what_does_not_fit():
-    with pytest.raises(ValueError, match="expected markup for the page's 3 formulas, got 2"):
+    with pytest.raises(ValueError, match="expected markup \\(str\\) for the page's 3 formulas, got 2 of types"):
         static_math.replace_math(PAGE, ["a", "b"])
-    with pytest.raises(ValueError, match="expected markup for the page's 3 formulas, got str"):
+    with pytest.raises(ValueError, match="expected markup \\(str\\) for the page's 3 formulas, got str"):
         static_math.replace_math(PAGE, "abc")
+    with pytest.raises(ValueError, match="got 3 of types \\['int', 'str'\\]"):
+        static_math.replace_math(PAGE, ["a", 1, "c"])
     with pytest.raises(ValueError, match="expected the HTML of a page as a str, got bytes"):
         static_math.find_math(PAGE.encode())
 
@@ -89,6 +127,10 @@ def test_replace_math_and_find_math_refuse_what_does_not_fit():
 def test_the_typesetter_says_what_is_missing(tmp_path):
     with pytest.raises(ValueError, match="expected Node.js \\('no-such-node'\\) on PATH"):
         static_math.Typesetter(node="no-such-node")
+    with pytest.raises(ValueError, match="expected node as a str and mathjax as a path, got int and PosixPath"):
+        static_math.Typesetter(node=123)
+    with pytest.raises(ValueError, match="expected the path of a built HTML page, got 'a.html'"):
+        static_math.typeset_page("a.html", tmp_path, None)
     if shutil.which("node") is None:
         return
     with pytest.raises(ValueError, match="expected the npm package mathjax-full in .*run `npm ci`"):
@@ -118,6 +160,19 @@ def test_a_formula_mathjax_cannot_read_stops_the_build_with_its_source(typesette
     # The process answers the next page after a refusal.
     (markup,), _ = typesetter.typeset([("y", False)], "f")
     assert "mjx-c1D466" in markup
+    with pytest.raises(ValueError, match="expected a list of \\(tex, display\\) pairs, got 'abc'"):
+        typesetter.typeset("abc", "f")
+    with pytest.raises(ValueError, match="expected a scale in \\(0, 10\\], got -1"):
+        typesetter.typeset([("y", False)], "f", scale=-1)
+
+
+def test_a_closed_typesetter_says_so():
+    if shutil.which("node") is None or not (static_math.MATHJAX / "package.json").is_file():
+        _skip_or_fail("needs Node.js and node_modules/mathjax-full: run `npm ci` (make site does)")
+    typesetter = static_math.Typesetter()
+    typesetter.close()
+    with pytest.raises(ValueError, match="expected an open Typesetter, got one that was closed"):
+        typesetter.typeset([("y", False)], "f")
 
 
 def test_typeset_page_rewrites_a_built_page_in_place(typesetter, tmp_path):
@@ -143,10 +198,10 @@ def test_no_built_page_loads_mathjax_and_every_formula_arrives_typeset():
         name = page.relative_to(SITE).as_posix()
         head = text.split("</head>", 1)[0]
         assert "window.MathJax" not in text and not re.search(r"<script[^>]*mathjax", text, re.I), name
-        math = len(re.findall(r'class="math notranslate nohighlight"', text))
+        math = len(static_math._MATH_ELEMENT.findall(text))
         containers = text.count("<mjx-container ")
         assert containers == math, f"{name}: {math} math elements but {containers} typeset"
-        assert not static_math._LEFT_AS_TEX.search(text), f"{name}: a formula is still TeX"
+        assert static_math.left_as_tex(text) == [], f"{name}: a formula is still TeX"
         assert text.count("<mjx-assistive-mml") == containers, f"{name}: a formula without MathML"
         assert head.count(f'<style id="{static_math.STYLE_ID}">') == (1 if math else 0), name
         for font in re.findall(r'url\("([^"]+\.woff)"\)', head):

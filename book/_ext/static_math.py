@@ -19,7 +19,14 @@ differences:
   browser-side set-up this replaces loaded no accessibility code, so they got nothing.
 
 A formula MathJax cannot parse stops the build with its page and source, instead of showing a
-red box. So does Node.js or ``mathjax-full`` missing (``make site`` runs ``npm ci`` first).
+red box. So does Node.js or ``mathjax-full`` missing (``make site`` runs ``npm ci`` first). Only
+the TeX packages ``base`` and ``ams`` are loaded (what the chapters use; the browser set-up this
+replaces loaded ``ams`` too): a formula that needs another (``\\boldsymbol``, ``\\color``,
+``\\newcommand``) stops the build until ``static_math.js`` loads that package.
+
+Formulas are found by the class list of their element (``math`` among its classes), so a
+numbered or ``:nowrap:`` display, a ``{math}`` directive's own classes, myst's ``amsmath`` blocks
+and a notebook's LaTeX output are typeset too; a math element left untypeset stops the build.
 
 Enabled in ``_config.yml``: ``static_math: book/_ext`` under ``sphinx: local_extensions`` and
 ``static_math`` in ``sphinx: config: extensions``. ``tests/test_static_math.py`` checks the
@@ -47,13 +54,31 @@ SITE_FONTS = Path("_static") / "mathjax-fonts"
 SCALE = 1.2
 STYLE_ID = "static-math"
 
-# Sphinx's mathjax renderer (sphinx.ext.mathjax html_visit_math / html_visit_displaymath): the
-# formula's TeX, HTML-escaped, between the configured delimiters; a numbered display formula has
-# its <span class="eqno"> before the delimiters, inside the div.
-_INLINE = re.compile(r'(<span class="math notranslate nohighlight">)\\\((.*?)\\\)(</span>)', re.S)
-_DISPLAY = re.compile(r'(<div class="math notranslate nohighlight"[^>]*>)(.*?)\\\[(.*?)\\\](\s*</div>)', re.S)
-# A formula left as TeX after the rewrite: either pattern's opening, then a TeX delimiter.
-_LEFT_AS_TEX = re.compile(r'class="math notranslate nohighlight"[^>]*>(?:<span class="eqno">.*?</span>)?\s*\\[(\[]')
+# Every element that holds a formula for MathJax: a span or div whose class list has "math" (Sphinx's
+# `math notranslate nohighlight`, and with other classes before it: myst's `amsmath math ...`, a
+# notebook's LaTeX output `output text_latex math ...`, a {math} directive's :class:). Sphinx's
+# mathjax renderer (sphinx.ext.mathjax) writes the TeX HTML-escaped between delimiters, \(...\) inline
+# and \[...\] in a display, or bare for a :nowrap: display; a numbered display has its
+# <span class="eqno"> first.
+_MATH_ELEMENT = re.compile(r'(<(span|div)\b[^>]*\bclass="(?:[^"]*\s)?math(?:\s[^"]*)?"[^>]*>)(.*?)(</\2>)', re.S)
+_CONTENT = re.compile(r'(\s*(?:<span class="eqno">.*?</span>)?\s*)(.*?)(\s*)$', re.S)
+_DELIMITERS = {"span": [("\\(", "\\)"), ("$", "$")], "div": [("\\[", "\\]"), ("$$", "$$")]}
+TYPESET = "<mjx-container"
+
+
+def _parts(match: re.Match) -> tuple[str, str, str, str, str, str]:
+    """A math element's opening tag, tag name, equation number (with spaces), TeX, trailing space, closing tag."""
+    opening, tag, content, closing = match.group(1), match.group(2), match.group(3), match.group(4)
+    before, tex, after = _CONTENT.match(content).groups()
+    return opening, tag, before, tex, after, closing
+
+
+def _tex(tag: str, text: str) -> str:
+    """The TeX of a math element's text: without its delimiters, unescaped."""
+    for left, right in _DELIMITERS[tag]:
+        if text.startswith(left) and text.endswith(right) and len(text) >= len(left) + len(right):
+            return html.unescape(text[len(left) : len(text) - len(right)])
+    return html.unescape(text)  # a :nowrap: display: the TeX itself, such as \begin{eqnarray}...
 
 
 class StaticMathError(ValueError):
@@ -81,30 +106,50 @@ def drop_mathjax(app: Any, pagename: str, templatename: str, context: dict, doct
 
 
 def find_math(page: str) -> list[tuple[str, bool]]:
-    """Every formula in an HTML page as ``(tex, display)``, in order: inline ones first, then display ones."""
+    """Every formula still to typeset in an HTML page as ``(tex, display)``, in page order."""
     if not isinstance(page, str):
         raise StaticMathError(f"find_math: expected the HTML of a page as a str, got {type(page).__name__}")
-    inline = [(html.unescape(m.group(2)), False) for m in _INLINE.finditer(page)]
-    display = [(html.unescape(m.group(3)), True) for m in _DISPLAY.finditer(page)]
-    return inline + display
+    found = []
+    for match in _MATH_ELEMENT.finditer(page):
+        _, tag, _, text, _, _ = _parts(match)
+        if not text.startswith(TYPESET):
+            found.append((_tex(tag, text), tag == "div"))
+    return found
 
 
 def replace_math(page: str, markup: list[str]) -> str:
-    """``page`` with its formulas, in :func:`find_math`'s order, replaced by ``markup``."""
-    inline_count = len(_INLINE.findall(page))
-    expected = inline_count + len(_DISPLAY.findall(page))
-    if not isinstance(markup, list) or len(markup) != expected:
-        got = len(markup) if isinstance(markup, list) else type(markup).__name__
-        raise StaticMathError(f"replace_math: expected markup for the page's {expected} formulas, got {got}")
-    inline, display = iter(markup[:inline_count]), iter(markup[inline_count:])
-    page = _INLINE.sub(lambda m: m.group(1) + next(inline) + m.group(3), page)
-    return _DISPLAY.sub(lambda m: m.group(1) + m.group(2) + next(display) + m.group(4), page)
+    """``page`` with its formulas, in :func:`find_math`'s order, replaced by ``markup`` (a str each)."""
+    expected = len(find_math(page))
+    if not isinstance(markup, list) or len(markup) != expected or not all(isinstance(m, str) for m in markup):
+        got = (
+            f"{len(markup)} of types {sorted({type(m).__name__ for m in markup})}"
+            if isinstance(markup, list)
+            else type(markup).__name__
+        )
+        raise StaticMathError(f"replace_math: expected markup (str) for the page's {expected} formulas, got {got}")
+    pieces = iter(markup)
+
+    def replace(match: re.Match) -> str:
+        opening, _, before, text, after, closing = _parts(match)
+        return match.group(0) if text.startswith(TYPESET) else opening + before + next(pieces) + after + closing
+
+    return _MATH_ELEMENT.sub(replace, page)
+
+
+def left_as_tex(page: str) -> list[str]:
+    """The start of each math element in ``page`` that does not hold typeset markup."""
+    return [match.group(0)[:120] for match in _MATH_ELEMENT.finditer(page) if not _parts(match)[3].startswith(TYPESET)]
 
 
 class Typesetter:
     """One Node.js process running ``static_math.js``, typesetting a page per call."""
 
     def __init__(self, node: str = "node", mathjax: Path = MATHJAX) -> None:
+        if not isinstance(node, str) or not isinstance(mathjax, (str, Path)):
+            raise StaticMathError(
+                f"Typesetter: expected node as a str and mathjax as a path, got {type(node).__name__} "
+                f"and {type(mathjax).__name__}"
+            )
         if shutil.which(node) is None:
             raise StaticMathError(
                 f"static_math: expected Node.js ({node!r}) on PATH to typeset the maths, found none; "
@@ -127,6 +172,16 @@ class Typesetter:
 
     def typeset(self, math: list[tuple[str, bool]], font_url: str, scale: float = SCALE) -> tuple[list[str], str]:
         """MathJax's markup for each formula, and the stylesheet they need."""
+        if not isinstance(math, list) or not all(
+            isinstance(item, (tuple, list)) and len(item) == 2 and isinstance(item[0], str) for item in math
+        ):
+            raise StaticMathError(f"typeset: expected a list of (tex, display) pairs, got {str(math)[:80]!r}")
+        if not isinstance(font_url, str):
+            raise StaticMathError(f"typeset: expected the fonts' address as a str, got {type(font_url).__name__}")
+        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale <= 10:
+            raise StaticMathError(f"typeset: expected a scale in (0, 10], got {scale!r}")
+        if self._process.poll() is not None or self._process.stdin is None or self._process.stdin.closed:
+            raise StaticMathError("typeset: expected an open Typesetter, got one that was closed")
         request = {"math": [[tex, bool(display)] for tex, display in math], "fontURL": font_url, "scale": scale}
         assert self._process.stdin is not None and self._process.stdout is not None
         try:
@@ -151,6 +206,8 @@ class Typesetter:
 
 def typeset_page(path: Path, site: Path, typesetter: Typesetter, scale: float = SCALE) -> int:
     """Typeset the formulas of one built page in place; return how many there were."""
+    if not isinstance(path, Path) or not path.is_file():
+        raise StaticMathError(f"typeset_page: expected the path of a built HTML page, got {path!r}")
     page = path.read_text(encoding="utf-8")
     math = find_math(page)
     if not math:
@@ -161,9 +218,9 @@ def typeset_page(path: Path, site: Path, typesetter: Typesetter, scale: float = 
     except StaticMathError as error:
         raise StaticMathError(f"{path.relative_to(site)}: {error}") from None
     page = replace_math(page, markup)
-    left = _LEFT_AS_TEX.search(page)
+    left = left_as_tex(page)
     if left:
-        raise StaticMathError(f"{path.relative_to(site)}: a formula is still TeX after typesetting: {left.group(0)!r}")
+        raise StaticMathError(f"{path.relative_to(site)}: a formula is still TeX after typesetting: {left[0]!r}")
     if "</head>" not in page:
         raise StaticMathError(f"{path.relative_to(site)}: expected a </head> to put the maths' stylesheet before")
     style = f'<style id="{STYLE_ID}">{css}</style>\n'
