@@ -23,12 +23,13 @@ smaller:
   signal-to-noise ratio stays at or above ``MIN_PSNR_DB`` (an average error of
   about 1.5% of full scale: no difference shows at the size the page draws it).
 - Every opaque figure, to lossless WebP. WebP's lossless mode stores a chart in
-  well under half of its best PNG (the course's 46 figures: 1.67 MB of PNG, 0.76
-  MB as WebP, photographs included) with every pixel unchanged, which is checked by decoding it. The
-  PNG is then deleted and every page's reference to it (the image, and the link
-  that opens it full size) is pointed at the WebP file. Every current browser
-  shows WebP (Safari since 14, 2020). A 256-colour palette would have saved about
-  as much, but moved the colours of thin lines and small markers.
+  well under half of its best PNG (the course's 46 figures, photographs
+  included: 1.67 MB of PNG, 0.76 MB as WebP) with every pixel unchanged, which
+  is checked by decoding it. The PNG is then deleted and every page's reference
+  to it (the image, and the link that opens it full size) is pointed at the
+  WebP file. Every current browser shows WebP (Safari since 14, 2020). A
+  256-colour palette would have saved about as much, but moved the colours of
+  thin lines and small markers.
 """
 
 from __future__ import annotations
@@ -191,8 +192,9 @@ def main(argv: list[str]) -> int:
     renamed: dict[str, str] = {}
     for path in sorted((site / "_images").glob("*.png")):
         data = path.read_bytes()
-        photo = photo_optimized(optimized(data))
-        photos += photo is not data and Image.open(io.BytesIO(photo)).mode == "P"
+        lossless = optimized(data)
+        photo = photo_optimized(lossless)
+        photos += photo is not lossless
         webp = webp_lossless(photo)
         before += len(data)
         if webp is not None:
@@ -205,7 +207,8 @@ def main(argv: list[str]) -> int:
                 path.write_bytes(photo)
             after += len(photo)
     references = point_pages_at(site, renamed)
-    left = sorted(name for name in renamed for page in site.rglob("*.html") if name in page.read_text(encoding="utf-8"))
+    pages = [page.read_text(encoding="utf-8") for page in site.rglob("*.html")]
+    left = sorted(name for name in renamed if any(name in page for page in pages))
     if left:
         print(f"optimize_images: expected no page to name a deleted PNG, but pages still name {left[:5]}")
         return 1

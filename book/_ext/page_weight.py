@@ -25,10 +25,9 @@ no class, ``@font-face`` and ``@keyframes`` rules are kept as they are.
 One thing the code blocks carry that changes nothing on screen. Pygments wraps
 every token of a code cell in a ``<span class="...">``; a name, a punctuation mark
 or a space gets one too, though the site's Pygments style gives those classes
-(``n``, ``p``, ``w`` and three rarer ones) exactly the code block's own text colour,
-in both themes.
-Those spans were a fifth of a chapter page's HTML (30-96 kB a chapter). After the
-build, :func:`plain_token_classes` reads the built ``pygments.css`` for the classes
+(``n``, ``p``, ``w`` and three rarer ones) exactly the code block's own text
+colour, in both themes. Those spans were a fifth of a chapter page's HTML
+(30-96 kB a chapter). After the build, :func:`plain_token_classes` reads the built ``pygments.css`` for the classes
 whose only declaration, in every theme, is that colour, and
 :func:`unwrap_plain_tokens` leaves their tokens as bare text inside the code
 blocks (``div.highlight pre``), nowhere else.
